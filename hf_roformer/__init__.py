@@ -1,0 +1,61 @@
+"""hf_roformer: the RoFormer model family (rotary position embedding) as a transformers plugin.
+
+Importing the package registers the `hf_roformer` model type with transformers' Auto classes, so
+`AutoConfig`, `AutoModel` and every `AutoModelFor*` head below load hf_roformer checkpoints by name.
+"""
+
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForMultipleChoice,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
+
+from .configuration_hf_roformer import HfRoFormerConfig
+from .modeling_hf_roformer import (
+    HfRoFormerForCausalLM,
+    HfRoFormerForMaskedLM,
+    HfRoFormerForMultipleChoice,
+    HfRoFormerForQuestionAnswering,
+    HfRoFormerForSequenceClassification,
+    HfRoFormerForTokenClassification,
+    HfRoFormerModel,
+    HfRoFormerPreTrainedModel,
+)
+from .rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
+
+
+__version__ = "0.1.0"
+
+AUTO_MODEL_CLASSES = {
+    AutoModel: HfRoFormerModel,
+    AutoModelForMaskedLM: HfRoFormerForMaskedLM,
+    AutoModelForCausalLM: HfRoFormerForCausalLM,
+    AutoModelForSequenceClassification: HfRoFormerForSequenceClassification,
+    AutoModelForTokenClassification: HfRoFormerForTokenClassification,
+    AutoModelForMultipleChoice: HfRoFormerForMultipleChoice,
+    AutoModelForQuestionAnswering: HfRoFormerForQuestionAnswering,
+}
+
+AutoConfig.register(HfRoFormerConfig.model_type, HfRoFormerConfig)
+for _auto_class, _model_class in AUTO_MODEL_CLASSES.items():
+    _auto_class.register(HfRoFormerConfig, _model_class)
+
+__all__ = [
+    "AUTO_MODEL_CLASSES",
+    "HfRoFormerConfig",
+    "HfRoFormerForCausalLM",
+    "HfRoFormerForMaskedLM",
+    "HfRoFormerForMultipleChoice",
+    "HfRoFormerForQuestionAnswering",
+    "HfRoFormerForSequenceClassification",
+    "HfRoFormerForTokenClassification",
+    "HfRoFormerModel",
+    "HfRoFormerPreTrainedModel",
+    "HfRoFormerRotaryEmbedding",
+    "apply_rotary_pos_emb",
+]

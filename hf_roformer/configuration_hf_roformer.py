@@ -1,0 +1,173 @@
+"""Configuration of the RoFormer model family (Su et al., "RoFormer: Enhanced Transformer with Rotary Position
+Embedding").
+
+Hub-bound: this file is copied next to every saved checkpoint so `trust_remote_code=True` loads work without the
+package installed. It may import only `torch`, `transformers` and its sibling Hub-bound files.
+"""
+
+from huggingface_hub.dataclasses import strict
+from transformers.activations import ACT2FN
+from transformers.configuration_utils import PreTrainedConfig
+from transformers.modeling_rope_utils import RopeParameters
+
+
+# Keys some `roformer`-type configs carry for architectures other than transformers' RoFormer (RoFormer-V2, Sim),
+# with the value that means "transformers' RoFormer". Any other value must not load silently into this architecture.
+FOREIGN_ARCHITECTURE_KEYS = {"norm_type": "layer_norm", "use_bias": True, "pooler_activation": None}
+
+
+def translate_roformer_config(config_dict: dict, source: str = "config") -> dict:
+    """Turn the dict of a transformers `RoFormerConfig` (model type `roformer`) into one for `HfRoFormerConfig`.
+
+    The hyper-parameters share names and meanings; only the model type changes. A config describing another
+    architecture under the `roformer` type (e.g. RoFormer-V2's RMS norm without biases) raises a `ValueError` naming the
+    key, instead of loading into the wrong architecture.
+    """
+    for key, compatible_value in FOREIGN_ARCHITECTURE_KEYS.items():
+        if key in config_dict and config_dict[key] != compatible_value:
+            raise ValueError(
+                f"{source}: `{key}`={config_dict[key]!r} describes a RoFormer variant this architecture does not "
+                f"implement (it needs `{key}`={compatible_value!r})."
+            )
+    translated = {key: value for key, value in config_dict.items() if key not in FOREIGN_ARCHITECTURE_KEYS}
+    translated["model_type"] = HfRoFormerConfig.model_type
+    return translated
+
+
+@strict
+class HfRoFormerConfig(PreTrainedConfig):
+    r"""Hyper-parameters of a RoFormer model.
+
+    The fields and defaults are those of transformers' `RoFormerConfig` (so its checkpoints load unchanged), plus the
+    standard transformers v5 `rope_parameters` field that selects the rotary frequencies. `max_position_embeddings` is
+    the length the model was trained at, not a limit: rotary position embeddings have no position table.
+
+    Args:
+        vocab_size: Number of tokens in the vocabulary.
+        embedding_size: Width of the token embeddings; defaults to `hidden_size`. When it differs, a linear
+            `embeddings_project` maps embeddings to `hidden_size`.
+        hidden_size: Width of the hidden states.
+        num_hidden_layers: Number of transformer layers.
+        num_attention_heads: Number of attention heads; `hidden_size / num_attention_heads` must be an even integer
+            because RoPE rotates pairs of features.
+        intermediate_size: Width of the feed-forward layer.
+        hidden_act: Activation of the feed-forward layer and of the prediction heads (a key of transformers' `ACT2FN`).
+        hidden_dropout_prob: Dropout on embeddings and layer outputs.
+        attention_probs_dropout_prob: Dropout on attention probabilities.
+        max_position_embeddings: Sequence length used in pre-training (the original length for rope scaling).
+        type_vocab_size: Number of segment (token type) ids.
+        initializer_range: Standard deviation of the normal weight initialization.
+        layer_norm_eps: Epsilon of the layer norms.
+        rotary_value: Also rotate the values, as the original Chinese RoFormer allows.
+        rope_parameters: Rotary frequencies, e.g. `{"rope_type": "default", "rope_theta": 10000.0}` (paper eq. 15:
+            theta_i = rope_theta^(-2i/d)). A legacy `rope_scaling` / `rope_theta` pair is converted into it.
+        use_cache: Whether decoders return a key/value cache.
+        is_decoder: Use causal self-attention (causal language modeling, decoder of an encoder-decoder).
+        add_cross_attention: Add cross-attention layers (decoder of an `EncoderDecoderModel`).
+        tie_word_embeddings: Tie the language-modeling head to the input embeddings.
+
+    Example:
+
+    ```python
+    >>> from hf_roformer import HfRoFormerConfig, HfRoFormerModel
+    >>> config = HfRoFormerConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
+    >>> model = HfRoFormerModel(config)
+    ```
+    """
+
+    model_type = "hf_roformer"
+    # Saving copies this file next to the checkpoint and records it under `auto_map`.
+    _auto_class = "AutoConfig"
+    keys_to_ignore_at_inference = ["past_key_values"]
+
+    vocab_size: int = 50000
+    embedding_size: int | None = None
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float | int = 0.1
+    attention_probs_dropout_prob: float | int = 0.1
+    max_position_embeddings: int = 1536
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+    rotary_value: bool = False
+    rope_parameters: RopeParameters | dict | None = None
+    use_cache: bool = True
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    tie_word_embeddings: bool = True
+
+    def __post_init__(self, **kwargs):
+        if self.embedding_size is None:
+            self.embedding_size = self.hidden_size
+        # Checked here, not only in the strict validators, so that a bad value raises a plain `ValueError` at
+        # construction (the validators wrap errors in huggingface_hub's own exception type).
+        self.check_architecture()
+        super().__post_init__(**kwargs)
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head, the dimension `d` that RoPE rotates."""
+        return self.hidden_size // self.num_attention_heads
+
+    def check_architecture(self) -> None:
+        """Raise a `ValueError` naming the field when the hyper-parameters cannot describe a RoFormer."""
+        positive_fields = (
+            "vocab_size",
+            "embedding_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        )
+        for name in positive_fields:
+            value = getattr(self, name)
+            if value <= 0:
+                raise ValueError(f"`{name}` must be a positive integer, got {value}.")
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"`hidden_size` ({self.hidden_size}) must be a multiple of `num_attention_heads` "
+                f"({self.num_attention_heads})."
+            )
+        if self.head_dim % 2 != 0:
+            raise ValueError(
+                f"RoPE rotates pairs of features, so the head dimension `hidden_size / num_attention_heads` must be "
+                f"even, got {self.hidden_size} / {self.num_attention_heads} = {self.head_dim}."
+            )
+        if self.hidden_act not in ACT2FN:
+            raise ValueError(
+                f"`hidden_act` {self.hidden_act!r} is not a known activation; use one of {sorted(ACT2FN)}."
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"`{name}` must be a probability in [0, 1], got {value}.")
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"`layer_norm_eps` must be positive, got {self.layer_norm_eps}.")
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"`pad_token_id` ({self.pad_token_id}) must lie in [0, vocab_size={self.vocab_size}).")
+        if self.add_cross_attention and not self.is_decoder:
+            raise ValueError("`add_cross_attention=True` needs `is_decoder=True`: only decoders attend to an encoder.")
+
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict, dict]:
+        """Read a config file; a transformers `roformer` config is translated, so its checkpoints load unchanged."""
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        if config_dict.get("model_type") == "roformer":
+            config_dict = translate_roformer_config(config_dict, source=str(pretrained_model_name_or_path))
+        return config_dict, kwargs
+
+    def validate_architecture(self) -> None:
+        """Strict-dataclass validator: re-checks the hyper-parameters when `config.validate()` runs after edits."""
+        self.check_architecture()
+
+
+__all__ = ["HfRoFormerConfig"]

@@ -1,0 +1,918 @@
+"""PyTorch RoFormer: a BERT-style transformer whose attention encodes positions by rotating queries and keys (RoPE).
+
+Module and parameter names are those of transformers' `RoFormer*` classes, so their checkpoints (and LoRA target
+names) load unchanged; attention runs through transformers' attention interface (eager, sdpa, flash, flex) and the
+rotary angles are computed per forward from `position_ids`, so there is no length limit.
+
+Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers` and sibling Hub-bound files.
+"""
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPastAndCrossAttentions,
+    CausalLMOutputWithCrossAttentions,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+from transformers.pytorch_utils import apply_chunking_to_forward
+from transformers.utils import logging
+from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
+from transformers.utils.output_capturing import capture_outputs
+
+from .configuration_hf_roformer import HfRoFormerConfig
+from .rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
+
+
+logger = logging.get_logger(__name__)
+
+# Every Auto class a checkpoint of this family supports, written to `config.json` on save so that
+# `AutoModelFor*.from_pretrained(path, trust_remote_code=True)` works for each head without the package.
+AUTO_MAP = {
+    "AutoConfig": "configuration_hf_roformer.HfRoFormerConfig",
+    "AutoModel": "modeling_hf_roformer.HfRoFormerModel",
+    "AutoModelForMaskedLM": "modeling_hf_roformer.HfRoFormerForMaskedLM",
+    "AutoModelForCausalLM": "modeling_hf_roformer.HfRoFormerForCausalLM",
+    "AutoModelForSequenceClassification": "modeling_hf_roformer.HfRoFormerForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_hf_roformer.HfRoFormerForTokenClassification",
+    "AutoModelForMultipleChoice": "modeling_hf_roformer.HfRoFormerForMultipleChoice",
+    "AutoModelForQuestionAnswering": "modeling_hf_roformer.HfRoFormerForQuestionAnswering",
+}
+
+
+def check_ids_in_range(ids: torch.Tensor, size: int, name: str, size_name: str) -> None:
+    """Raise a `ValueError` when `ids` holds a value outside `[0, size)`, before an embedding lookup turns it into an
+    opaque index error (CPU) or a device-side assert (CUDA). Skipped while compiling, where it would break the graph."""
+    if torch.compiler.is_compiling() or ids.numel() == 0:
+        return
+    low, high = (int(value) for value in torch.aminmax(ids))
+    if low < 0 or high >= size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"`{name}` contains {bad}, outside the valid range [0, {size - 1}] given by `{size_name}`={size}; "
+            "check that the tokenizer (or segment ids) match the model."
+        )
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Plain softmax attention in PyTorch ops; the reference backend and the one that can return attention weights."""
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class HfRoFormerEmbeddings(nn.Module):
+    """Token plus segment embeddings, then layer norm and dropout. Positions enter later, as rotations in attention."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Embed `input_ids` (or take `inputs_embeds`) and add the segment embeddings of `token_type_ids`."""
+        if inputs_embeds is None:
+            check_ids_in_range(input_ids, self.word_embeddings.num_embeddings, "input_ids", "vocab_size")
+            inputs_embeds = self.word_embeddings(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(inputs_embeds.shape[:-1], dtype=torch.long, device=inputs_embeds.device)
+        else:
+            check_ids_in_range(
+                token_type_ids, self.token_type_embeddings.num_embeddings, "token_type_ids", "type_vocab_size"
+            )
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class HfRoFormerSelfAttention(nn.Module):
+    """Multi-head self-attention with queries and keys (and values, with `rotary_value`) rotated by their positions."""
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+        super().__init__()
+        self.config = config
+        self.head_dim = config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_prob = config.attention_probs_dropout_prob
+        self.rotary_value = config.rotary_value
+        # Explicit: SDPA treats a module without `is_causal` as causal whenever the mask is None.
+        self.is_causal = config.is_decoder
+        self.layer_idx = layer_idx
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights."""
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)
+        key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
+        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+
+        cos, sin = position_embeddings
+        query, key, rotated_value = apply_rotary_pos_emb(
+            query, key, cos, sin, value=value if self.rotary_value else None
+        )
+        if rotated_value is not None:
+            value = rotated_value
+
+        if past_key_values is not None:
+            cache = (
+                past_key_values.self_attention_cache
+                if isinstance(past_key_values, EncoderDecoderCache)
+                else past_key_values
+            )
+            key, value = cache.update(key, value, self.layer_idx)
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout_prob if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        return attn_output.reshape(*input_shape, -1).contiguous(), attn_weights
+
+
+class HfRoFormerCrossAttention(nn.Module):
+    """Decoder-to-encoder attention. No rotation: queries and keys live in different sequences, as in the original."""
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+        super().__init__()
+        self.config = config
+        self.head_dim = config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_prob = config.attention_probs_dropout_prob
+        self.is_causal = False
+        self.layer_idx = layer_idx
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from the decoder states to the encoder states, projecting the latter once per generation."""
+        input_shape = hidden_states.shape[:-1]
+        query = self.query(hidden_states).view(*input_shape, -1, self.head_dim).transpose(1, 2)
+
+        is_updated = past_key_values is not None and past_key_values.is_updated.get(self.layer_idx, False)
+        if is_updated:
+            layer_cache = past_key_values.cross_attention_cache.layers[self.layer_idx]
+            key, value = layer_cache.keys, layer_cache.values
+        else:
+            kv_shape = (*encoder_hidden_states.shape[:-1], -1, self.head_dim)
+            key = self.key(encoder_hidden_states).view(kv_shape).transpose(1, 2)
+            value = self.value(encoder_hidden_states).view(kv_shape).transpose(1, 2)
+            if past_key_values is not None:
+                key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
+                past_key_values.is_updated[self.layer_idx] = True
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout_prob if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        return attn_output.reshape(*input_shape, -1).contiguous(), attn_weights
+
+
+class HfRoFormerSelfOutput(nn.Module):
+    """Output projection of an attention block, dropout, residual connection and post layer norm."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
+        """Project `hidden_states` and add them to the block input `input_tensor` before normalizing."""
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class HfRoFormerAttention(nn.Module):
+    """An attention block: self- or cross-attention (`.self`) followed by its output projection (`.output`)."""
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None, is_cross_attention: bool = False):
+        super().__init__()
+        self.is_cross_attention = is_cross_attention
+        attention_class = HfRoFormerCrossAttention if is_cross_attention else HfRoFormerSelfAttention
+        self.self = attention_class(config, layer_idx=layer_idx)
+        self.output = HfRoFormerSelfOutput(config)
+
+    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        """Run the attention (arguments as for `.self`) and the residual output projection."""
+        attention_output, _ = self.self(hidden_states, *args, **kwargs)
+        return self.output(attention_output, hidden_states)
+
+
+class HfRoFormerIntermediate(nn.Module):
+    """First half of the feed-forward block: expansion to `intermediate_size` and activation."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Expand and activate."""
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class HfRoFormerOutput(nn.Module):
+    """Second half of the feed-forward block: projection back, dropout, residual and post layer norm."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
+        """Project the activations and add them to the block input `input_tensor` before normalizing."""
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class HfRoFormerLayer(GradientCheckpointingLayer):
+    """One transformer layer: self-attention, optional cross-attention (decoders), feed-forward; all post-norm."""
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+        super().__init__()
+        self.chunk_size_feed_forward = config.chunk_size_feed_forward
+        self.is_decoder = config.is_decoder
+        self.attention = HfRoFormerAttention(config, layer_idx=layer_idx)
+        if config.add_cross_attention:
+            self.crossattention = HfRoFormerAttention(config, layer_idx=layer_idx, is_cross_attention=True)
+        self.intermediate = HfRoFormerIntermediate(config)
+        self.output = HfRoFormerOutput(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        """Transform `hidden_states`; `position_embeddings` are the (cos, sin) of the tokens' positions."""
+        attention_output = self.attention(
+            hidden_states, position_embeddings, attention_mask, past_key_values=past_key_values, **kwargs
+        )
+        if encoder_hidden_states is not None:
+            if not hasattr(self, "crossattention"):
+                raise ValueError(
+                    "`encoder_hidden_states` were passed but the model has no cross-attention layers; build it with "
+                    "`is_decoder=True, add_cross_attention=True`."
+                )
+            attention_output = self.crossattention(
+                attention_output,
+                encoder_hidden_states,
+                encoder_attention_mask,
+                past_key_values=past_key_values,
+                **kwargs,
+            )
+        return apply_chunking_to_forward(self.feed_forward_chunk, self.chunk_size_feed_forward, 1, attention_output)
+
+    def feed_forward_chunk(self, attention_output: torch.Tensor) -> torch.Tensor:
+        """Feed-forward block on (a chunk of) the attention output."""
+        return self.output(self.intermediate(attention_output), attention_output)
+
+
+class HfRoFormerEncoder(nn.Module):
+    """The stack of layers (`encoder.layer.N`, the parameter names of transformers' RoFormer)."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.layer = nn.ModuleList([HfRoFormerLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        """Run every layer in turn (extra keyword arguments are passed to each layer)."""
+        for layer in self.layer:
+            # hidden states and encoder states positionally, so reentrant gradient checkpointing propagates gradients
+            hidden_states = layer(
+                hidden_states,
+                attention_mask,
+                encoder_hidden_states,
+                encoder_attention_mask=encoder_attention_mask,
+                **kwargs,
+            )
+        return hidden_states
+
+
+class HfRoFormerPredictionHeadTransform(nn.Module):
+    """Dense + activation + layer norm applied before the vocabulary projection of the language-modeling heads."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.embedding_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Transform hidden states into the embedding space."""
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class HfRoFormerLMPredictionHead(nn.Module):
+    """Vocabulary logits: transform, then the (tied) embedding matrix plus an output-only bias."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.transform = HfRoFormerPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=True)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Logits over the vocabulary."""
+        return self.decoder(self.transform(hidden_states))
+
+
+class HfRoFormerOnlyMLMHead(nn.Module):
+    """Container giving the language-modeling head its checkpoint name `cls.predictions`."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.predictions = HfRoFormerLMPredictionHead(config)
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        """Logits over the vocabulary."""
+        return self.predictions(sequence_output)
+
+
+class HfRoFormerPreTrainedModel(PreTrainedModel):
+    """Weight initialization, attention-backend capabilities and saving shared by every RoFormer model."""
+
+    config: HfRoFormerConfig
+    base_model_prefix = "roformer"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["HfRoFormerEmbeddings", "HfRoFormerLayer"]
+    _supports_flash_attn = True
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    # transformers' RoFormer stores a sinusoid table; RoPE here is computed from positions, so the table is unused.
+    _keys_to_ignore_on_load_unexpected = [r"encoder\.embed_positions\.weight"]
+    _can_record_outputs = {
+        "hidden_states": HfRoFormerLayer,
+        "attentions": HfRoFormerSelfAttention,
+        "cross_attentions": HfRoFormerCrossAttention,
+    }
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, HfRoFormerLMPredictionHead):
+            init.zeros_(module.bias)
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Save as any `PreTrainedModel` does, with an `auto_map` naming every head and the model's source files, so
+        that `AutoModel*.from_pretrained(path, trust_remote_code=True)` works where hf_roformer is not installed."""
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **AUTO_MAP}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+class HfRoFormerModel(HfRoFormerPreTrainedModel):
+    """The bare RoFormer transformer, returning hidden states.
+
+    As an encoder it attends bidirectionally. With `config.is_decoder=True` it attends causally and keeps a key/value
+    cache; with `add_cross_attention=True` as well it can serve as the decoder of an `EncoderDecoderModel`.
+    """
+
+    _auto_class = "AutoModel"
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        self.embeddings = HfRoFormerEmbeddings(config)
+        if config.embedding_size != config.hidden_size:
+            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+        self.encoder = HfRoFormerEncoder(config)
+        self.rotary_emb = HfRoFormerRotaryEmbedding(config)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token embedding matrix."""
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        """Replace the token embedding matrix (e.g. after resizing the vocabulary)."""
+        self.embeddings.word_embeddings = value
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """Encode a batch.
+
+        Args:
+            input_ids: Token ids `(batch, seq_len)`; exactly one of `input_ids` and `inputs_embeds` is required.
+            attention_mask: 1 for real tokens, 0 for padding, `(batch, seq_len)` (or `(batch, past + seq_len)` with a
+                cache).
+            token_type_ids: Segment ids, default 0.
+            position_ids: Positions whose rotations are applied, `(batch or 1, seq_len)`; default `arange` continuing
+                after the cached length. Any non-negative integers work: RoPE has no table.
+            inputs_embeds: Precomputed token embeddings `(batch, seq_len, embedding_size)`.
+            encoder_hidden_states: Encoder output a decoder with cross-attention attends to.
+            encoder_attention_mask: Padding mask of `encoder_hidden_states`.
+            past_key_values: Key/value cache of earlier decoding steps (decoders only).
+            use_cache: Return an updated cache (decoders only).
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+        use_cache = bool(use_cache) and self.config.is_decoder
+        if use_cache and past_key_values is None:
+            past_key_values = (
+                EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+                if encoder_hidden_states is not None or self.config.is_encoder_decoder
+                else DynamicCache(config=self.config)
+            )
+
+        embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds)
+        if hasattr(self, "embeddings_project"):
+            embedding_output = self.embeddings_project(embedding_output)
+
+        if position_ids is None:
+            past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+            seq_length = embedding_output.shape[1]
+            position_ids = torch.arange(past_length, past_length + seq_length, device=embedding_output.device)
+            position_ids = position_ids.unsqueeze(0)
+        position_embeddings = self.rotary_emb(position_ids)
+
+        attention_mask, encoder_attention_mask = self._create_attention_masks(
+            attention_mask,
+            encoder_attention_mask,
+            embedding_output,
+            encoder_hidden_states,
+            past_key_values,
+            position_ids,
+        )
+        sequence_output = self.encoder(
+            embedding_output,
+            attention_mask,
+            encoder_hidden_states,
+            encoder_attention_mask,
+            position_embeddings=position_embeddings,
+            past_key_values=past_key_values,
+            **kwargs,
+        )
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=sequence_output,
+            past_key_values=past_key_values if use_cache else None,
+        )
+
+    def _create_attention_masks(
+        self,
+        attention_mask,
+        encoder_attention_mask,
+        embedding_output,
+        encoder_hidden_states,
+        past_key_values,
+        position_ids,
+    ):
+        """Masks in the form the configured attention backend expects (None where no masking is needed)."""
+        if self.config.is_decoder:
+            attention_mask = create_causal_mask(
+                config=self.config,
+                inputs_embeds=embedding_output,
+                attention_mask=attention_mask,
+                past_key_values=past_key_values,
+                position_ids=position_ids,
+            )
+        else:
+            attention_mask = create_bidirectional_mask(
+                config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
+            )
+        if encoder_attention_mask is not None:
+            encoder_attention_mask = create_bidirectional_mask(
+                config=self.config,
+                inputs_embeds=embedding_output,
+                attention_mask=encoder_attention_mask,
+                encoder_hidden_states=encoder_hidden_states,
+            )
+        return attention_mask, encoder_attention_mask
+
+
+class HfRoFormerForMaskedLM(HfRoFormerPreTrainedModel):
+    """RoFormer with the masked-language-modeling head it was pre-trained with (`fill-mask`)."""
+
+    _auto_class = "AutoModelForMaskedLM"
+    _tied_weights_keys = {
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+        "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
+    }
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        if config.is_decoder:
+            logger.warning("HfRoFormerForMaskedLM expects `config.is_decoder=False` (bidirectional attention).")
+        self.roformer = HfRoFormerModel(config)
+        self.cls = HfRoFormerOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        """The vocabulary projection (tied to the input embeddings)."""
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace the vocabulary projection and its bias."""
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput:
+        """Vocabulary logits for every position; with `labels` (-100 = ignored) also the masked-LM loss."""
+        outputs = self.roformer(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class HfRoFormerForCausalLM(HfRoFormerPreTrainedModel, GenerationMixin):
+    """RoFormer as a left-to-right language model (`generate`, KV cache), e.g. the original RoFormer-GPT, or the
+    decoder of an `EncoderDecoderModel` when built with `add_cross_attention=True`."""
+
+    _auto_class = "AutoModelForCausalLM"
+    _tied_weights_keys = {
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+        "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
+    }
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        if not config.is_decoder:
+            logger.warning("HfRoFormerForCausalLM used with `is_decoder=False`: attention will not be causal.")
+        self.roformer = HfRoFormerModel(config)
+        self.cls = HfRoFormerOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        """The vocabulary projection (tied to the input embeddings)."""
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace the vocabulary projection and its bias."""
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithCrossAttentions:
+        """Next-token logits; with `labels` also the shifted language-modeling loss.
+
+        `logits_to_keep` computes logits only for the last N positions (0 = all), as in transformers' causal LMs.
+        """
+        outputs = self.roformer(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            return_dict=True,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state
+        kept = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.cls(hidden_states[:, kept, :])
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithCrossAttentions(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            cross_attentions=outputs.cross_attentions,
+        )
+
+
+class HfRoFormerClassificationHead(nn.Module):
+    """Sentence-level head on the first token ([CLS]): dropout, dense, activation, dropout, projection to labels."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+        self.activation = ACT2FN[config.hidden_act]
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        """Label logits from the first token's hidden state."""
+        features = self.dropout(sequence_output[:, 0, :])
+        features = self.dropout(self.activation(self.dense(features)))
+        return self.out_proj(features)
+
+
+class HfRoFormerForSequenceClassification(HfRoFormerPreTrainedModel):
+    """RoFormer with a sentence-level head: single-label or multi-label classification, or regression
+    (`num_labels=1`), chosen by `config.problem_type` or inferred from the labels as transformers does."""
+
+    _auto_class = "AutoModelForSequenceClassification"
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.roformer = HfRoFormerModel(config)
+        self.classifier = HfRoFormerClassificationHead(config)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        """Label logits `(batch, num_labels)`; with `labels` also the loss of the problem type."""
+        outputs = self.roformer(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels, logits, self.config, **kwargs)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class HfRoFormerForMultipleChoice(HfRoFormerPreTrainedModel):
+    """RoFormer scoring each of several candidate sequences; inputs are `(batch, num_choices, seq_len)`.
+
+    Each choice is scored from the hidden state at its last position, as transformers' `RoFormerForMultipleChoice`
+    does (its sequence summary defaults to "last"), so checkpoints trained with it keep their meaning.
+    """
+
+    _auto_class = "AutoModelForMultipleChoice"
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        self.roformer = HfRoFormerModel(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> MultipleChoiceModelOutput:
+        """Choice logits `(batch, num_choices)`; with `labels` (the correct choice index) also the cross-entropy."""
+        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
+
+        def flatten_choices(tensor):
+            return None if tensor is None else tensor.reshape(-1, *tensor.shape[2:])
+
+        outputs = self.roformer(
+            flatten_choices(input_ids),
+            attention_mask=flatten_choices(attention_mask),
+            token_type_ids=flatten_choices(token_type_ids),
+            position_ids=flatten_choices(position_ids),
+            inputs_embeds=flatten_choices(inputs_embeds),
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(outputs.last_hidden_state[:, -1]).view(-1, num_choices)
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits, labels.to(logits.device))
+        return MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class HfRoFormerForTokenClassification(HfRoFormerPreTrainedModel):
+    """RoFormer with a per-token classifier (named entities, word segmentation, part-of-speech tags)."""
+
+    _auto_class = "AutoModelForTokenClassification"
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.roformer = HfRoFormerModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput:
+        """Per-token label logits; with `labels` (-100 = ignored) also the cross-entropy."""
+        outputs = self.roformer(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, self.config, **kwargs)
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
+    """RoFormer for extractive question answering: start and end logits of the answer span."""
+
+    _auto_class = "AutoModelForQuestionAnswering"
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        self.roformer = HfRoFormerModel(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> QuestionAnsweringModelOutput:
+        """Span logits; with `start_positions` and `end_positions` also the mean of the two cross-entropies."""
+        outputs = self.roformer(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
+        return QuestionAnsweringModelOutput(
+            loss=loss,
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+__all__ = [
+    "HfRoFormerForCausalLM",
+    "HfRoFormerForMaskedLM",
+    "HfRoFormerForMultipleChoice",
+    "HfRoFormerForQuestionAnswering",
+    "HfRoFormerForSequenceClassification",
+    "HfRoFormerForTokenClassification",
+    "HfRoFormerLayer",
+    "HfRoFormerModel",
+    "HfRoFormerPreTrainedModel",
+]

@@ -1,0 +1,140 @@
+"""Causal decoding with the key/value cache is exact, and two RoFormers pair up as an encoder-decoder."""
+
+import pytest
+import torch
+from conftest import tiny_config
+from transformers import EncoderDecoderModel
+
+import hf_roformer
+
+
+def greedy_with_logits(model, input_ids, steps, **kwargs):
+    """Greedy `generate` with the cache, returning the generated ids and the logits of every step."""
+    output = model.generate(
+        input_ids,
+        max_new_tokens=steps,
+        min_new_tokens=steps,
+        do_sample=False,
+        use_cache=True,
+        return_dict_in_generate=True,
+        output_logits=True,
+        pad_token_id=0,
+        **kwargs,
+    )
+    return output.sequences, torch.stack(output.logits, dim=1)
+
+
+@pytest.mark.parametrize("rotary_value", [False, True])
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_cached_generation_equals_recomputation(rotary_value, backend):
+    torch.manual_seed(0)
+    config = tiny_config(is_decoder=True, rotary_value=rotary_value, attn_implementation=backend)
+    model = hf_roformer.HfRoFormerForCausalLM(config).eval()
+    prompt = torch.randint(1, config.vocab_size, (1, 5))
+    steps = 12
+    sequences, cached_logits = greedy_with_logits(model, prompt, steps)
+    assert sequences.shape == (1, 5 + steps)
+    with torch.no_grad():
+        for step in range(steps):
+            prefix = sequences[:, : 5 + step]
+            recomputed = model(prefix, use_cache=False).logits[:, -1]
+            difference = (cached_logits[:, step] - recomputed).abs().max().item()
+            assert difference <= 1e-5, f"step {step}: max |delta logits| = {difference}"
+            assert sequences[0, 5 + step] == recomputed.argmax(-1)[0]
+
+
+def test_cache_positions_continue_from_the_cache_length():
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
+    input_ids = torch.randint(1, 99, (2, 10))
+    with torch.no_grad():
+        full = model(input_ids, use_cache=False).logits
+        first = model(input_ids[:, :6], use_cache=True)
+        rest = model(input_ids[:, 6:], past_key_values=first.past_key_values, use_cache=True)
+    assert first.past_key_values.get_seq_length() == 10
+    torch.testing.assert_close(rest.logits, full[:, 6:], atol=1e-5, rtol=0)
+
+
+def test_left_padded_batch_generates_as_each_prompt_alone():
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
+    prompts = [torch.tensor([5, 6, 7, 8, 9]), torch.tensor([11, 12, 13])]
+    width = max(len(prompt) for prompt in prompts)
+    input_ids = torch.zeros(2, width, dtype=torch.long)
+    attention_mask = torch.zeros(2, width, dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = prompt
+        attention_mask[row, width - len(prompt) :] = 1
+    batched, _ = greedy_with_logits(model, input_ids, 6, attention_mask=attention_mask)
+    for row, prompt in enumerate(prompts):
+        alone, _ = greedy_with_logits(model, prompt[None], 6)
+        assert batched[row, width:].tolist() == alone[0, len(prompt) :].tolist()
+
+
+def test_causal_lm_loss_is_shifted():
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
+    input_ids = torch.randint(1, 99, (2, 8))
+    with torch.no_grad():
+        output = model(input_ids, labels=input_ids)
+    expected = torch.nn.functional.cross_entropy(output.logits[:, :-1].reshape(-1, 99), input_ids[:, 1:].reshape(-1))
+    torch.testing.assert_close(output.loss, expected)
+
+
+def encoder_decoder(attn_implementation="sdpa"):
+    """A RoFormer encoder and a RoFormer decoder with cross-attention, as in the paper's translation experiments."""
+    torch.manual_seed(0)
+    encoder = hf_roformer.HfRoFormerModel(tiny_config(attn_implementation=attn_implementation))
+    decoder = hf_roformer.HfRoFormerForCausalLM(
+        tiny_config(is_decoder=True, add_cross_attention=True, attn_implementation=attn_implementation)
+    )
+    model = EncoderDecoderModel(encoder=encoder, decoder=decoder).eval()
+    model.config.decoder_start_token_id = 1
+    model.config.pad_token_id = 0
+    model.generation_config.decoder_start_token_id = 1
+    model.generation_config.pad_token_id = 0
+    return model
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_encoder_decoder_generation_with_cache_is_exact(backend):
+    model = encoder_decoder(backend)
+    source = torch.randint(2, 99, (2, 7))
+    source_mask = torch.ones_like(source)
+    source_mask[1, 5:] = 0
+    output = model.generate(
+        source,
+        attention_mask=source_mask,
+        max_new_tokens=6,
+        min_new_tokens=6,
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_logits=True,
+    )
+    sequences = output.sequences
+    with torch.no_grad():
+        for step, step_logits in enumerate(output.logits):
+            recomputed = model(
+                input_ids=source,
+                attention_mask=source_mask,
+                decoder_input_ids=sequences[:, : step + 1],
+                use_cache=False,
+            ).logits[:, -1]
+            torch.testing.assert_close(step_logits, recomputed, atol=1e-5, rtol=0)
+
+
+def test_encoder_decoder_trains_and_round_trips(tmp_path):
+    model = encoder_decoder()
+    source = torch.randint(2, 99, (2, 7))
+    labels = torch.randint(2, 99, (2, 5))
+    output = model(input_ids=source, labels=labels)
+    output.loss.backward()
+    assert model.decoder.roformer.encoder.layer[0].crossattention.self.query.weight.grad.abs().sum() > 0
+    model.save_pretrained(tmp_path)
+    reloaded = EncoderDecoderModel.from_pretrained(tmp_path).eval()
+    assert isinstance(reloaded.encoder, hf_roformer.HfRoFormerModel)
+    assert isinstance(reloaded.decoder, hf_roformer.HfRoFormerForCausalLM)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            reloaded(input_ids=source, labels=labels).logits, model(input_ids=source, labels=labels).logits
+        )

@@ -1,0 +1,132 @@
+"""RoPE as the paper defines it: interleaved rotation (eq. 15/34), relative property (eq. 16), long-term decay
+(appendix C), any length, and exact angles whatever the model dtype."""
+
+import cmath
+import math
+
+import pytest
+import torch
+from conftest import tiny_config
+
+import hf_roformer
+from hf_roformer.rope_analysis import long_term_decay_bound
+from hf_roformer.rotary_hf_roformer import (
+    HfRoFormerRotaryEmbedding,
+    apply_rotary_pos_emb,
+    default_inverse_frequencies,
+    rotate_interleaved,
+)
+
+
+def rotation_matrix(position: int, dim: int, base: float = 10000.0) -> torch.Tensor:
+    """R^d_{Theta,m} of eq. 15, written out as a block-diagonal float64 matrix with theta_i = base^(-2(i-1)/d)."""
+    matrix = torch.zeros(dim, dim, dtype=torch.float64)
+    for i in range(dim // 2):
+        angle = position * base ** (-2 * i / dim)
+        matrix[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
+            [[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=torch.float64
+        )
+    return matrix
+
+
+def test_frequencies_are_the_papers():
+    inv_freq = default_inverse_frequencies(64, 10000.0)
+    expected = torch.tensor([10000.0 ** (-2 * i / 64) for i in range(32)], dtype=torch.float64)
+    assert inv_freq.dtype == torch.float64
+    torch.testing.assert_close(inv_freq, expected, atol=0, rtol=1e-15)
+
+
+@pytest.mark.parametrize("dim", [8, 64])
+def test_rotation_equals_block_diagonal_matrix(dim):
+    """The efficient realization (eq. 34) equals multiplying by the sparse rotation matrix of eq. 15."""
+    config = tiny_config(hidden_size=dim * 2, num_attention_heads=2)
+    positions = torch.tensor([[0, 1, 5, 77, 1000, 65535]])
+    cos, sin = HfRoFormerRotaryEmbedding(config)(positions)
+    x = torch.randn(1, 2, positions.shape[1], dim, dtype=torch.float64)
+    rotated = rotate_interleaved(x, cos, sin)
+    for index, position in enumerate(positions[0].tolist()):
+        expected = x[0, :, index] @ rotation_matrix(position, dim).T
+        torch.testing.assert_close(rotated[0, :, index], expected, atol=1e-6, rtol=0)
+
+
+def test_rotary_value_rotates_values_and_only_when_given():
+    config = tiny_config()
+    cos, sin = HfRoFormerRotaryEmbedding(config)(torch.arange(5)[None])
+    q, k, v = (torch.randn(1, 4, 5, 8) for _ in range(3))
+    q2, k2, v2 = apply_rotary_pos_emb(q, k, cos, sin, value=v)
+    torch.testing.assert_close(v2, rotate_interleaved(v, cos, sin))
+    torch.testing.assert_close(q2, rotate_interleaved(q, cos, sin))
+    assert apply_rotary_pos_emb(q, k, cos, sin)[2] is None
+
+
+def test_attention_scores_depend_on_relative_position_as_eq_16():
+    """Eager attention weights equal softmax(q_m^T R_{n-m} k_n / sqrt(d)) computed directly from the projections."""
+    config = tiny_config(num_hidden_layers=1)
+    model = hf_roformer.HfRoFormerModel(config).eval()
+    model.set_attn_implementation("eager")
+    input_ids = torch.randint(1, config.vocab_size, (1, 6))
+    with torch.no_grad():
+        weights = model(input_ids, output_attentions=True).attentions[0][0]
+        hidden = model.embeddings(input_ids)[0].double()
+        attention = model.encoder.layer[0].attention.self
+        heads, dim = config.num_attention_heads, config.head_dim
+        q = (hidden @ attention.query.weight.double().T + attention.query.bias.double()).view(6, heads, dim)
+        k = (hidden @ attention.key.weight.double().T + attention.key.bias.double()).view(6, heads, dim)
+    scores = torch.empty(heads, 6, 6, dtype=torch.float64)
+    for m in range(6):
+        for n in range(6):
+            relative = rotation_matrix(n - m, dim)
+            scores[:, m, n] = torch.einsum("hd,de,he->h", q[m], relative, k[n]) / math.sqrt(dim)
+    torch.testing.assert_close(weights.double(), scores.softmax(-1), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("shift", [1, 1000, 12345])
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_shifting_all_positions_leaves_outputs_unchanged(shift, is_decoder, batch):
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerModel(tiny_config(is_decoder=is_decoder)).eval()
+    positions = torch.arange(batch["input_ids"].shape[1])[None]
+    with torch.no_grad():
+        base = model(**batch, position_ids=positions).last_hidden_state
+        shifted = model(**batch, position_ids=positions + shift).last_hidden_state
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(shifted[real], base[real], atol=1e-4, rtol=0)
+
+
+def test_long_term_decay_bound():
+    """Appendix C: the bound is (d/2 + 1)/2 at distance 0 and decays with relative distance."""
+    distances = torch.arange(0, 1024)
+    bound = long_term_decay_bound(distances, head_dim=128)
+    assert bound[0].item() == pytest.approx((64 + 1) / 2)
+    for distance in (3, 50, 700):  # independent evaluation of eq. 37's partial sums
+        partial, total = 0j, 0.0
+        for i in range(64):
+            partial += cmath.exp(1j * distance * 10000 ** (-2 * i / 128))
+            total += abs(partial)
+        assert bound[distance].item() == pytest.approx(total / 64, rel=1e-12)
+    window_means = [bound[start:stop].mean().item() for start, stop in ((0, 16), (16, 64), (64, 256), (256, 1024))]
+    assert all(later < earlier for earlier, later in zip(window_means, window_means[1:], strict=False))
+    assert bound[1:].max() < bound[0]
+
+
+def test_runs_past_the_trained_length():
+    """4096 tokens through a model trained at 64: no position table, no limit."""
+    model = hf_roformer.HfRoFormerModel(tiny_config(max_position_embeddings=64)).eval()
+    input_ids = torch.randint(1, 99, (1, 4096))
+    with torch.no_grad():
+        output = model(input_ids).last_hidden_state
+    assert output.shape == (1, 4096, 32)
+    assert torch.isfinite(output).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_angles_stay_exact_in_low_precision_models(dtype):
+    model = hf_roformer.HfRoFormerModel(tiny_config()).to(dtype)
+    position = 100_000
+    cos, sin = model.rotary_emb(torch.tensor([[position]]))
+    expected_cos = torch.tensor([math.cos(position * 10000 ** (-2 * i / 8)) for i in range(4)], dtype=torch.float64)
+    expected_sin = torch.tensor([math.sin(position * 10000 ** (-2 * i / 8)) for i in range(4)], dtype=torch.float64)
+    assert cos.dtype == torch.float32
+    torch.testing.assert_close(cos[0, 0].double(), expected_cos, atol=1e-3, rtol=0)
+    torch.testing.assert_close(sin[0, 0].double(), expected_sin, atol=1e-3, rtol=0)
+    assert not any(buffer.is_floating_point() for buffer in model.buffers())
