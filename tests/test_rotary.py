@@ -130,3 +130,12 @@ def test_angles_stay_exact_in_low_precision_models(dtype):
     torch.testing.assert_close(cos[0, 0].double(), expected_cos, atol=1e-3, rtol=0)
     torch.testing.assert_close(sin[0, 0].double(), expected_sin, atol=1e-3, rtol=0)
     assert not any(buffer.is_floating_point() for buffer in model.buffers())
+
+
+def test_compiled_rotation_equals_eager():
+    """The real-valued form used under torch.compile equals the complex form used in eager mode."""
+    config = tiny_config()
+    cos, sin = HfRoFormerRotaryEmbedding(config)(torch.tensor([[0, 3, 900, 40000]]))
+    x = torch.randn(1, 4, 4, 8)
+    compiled = torch.compile(rotate_interleaved, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(x, cos, sin), rotate_interleaved(x, cos, sin), atol=1e-6, rtol=0)

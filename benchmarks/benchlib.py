@@ -1,0 +1,105 @@
+"""Shared benchmark plumbing: timing, peak memory, machine description, and writing JSON + Markdown results."""
+
+import datetime
+import gc
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import transformers
+
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def machine_info(device: torch.device) -> dict:
+    """What the numbers were measured on: hardware, threads and library versions."""
+    info = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cpu": _cpu_name(),
+        "torch_threads": torch.get_num_threads(),
+        "device": str(device),
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so wall-clock times measure it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _resident_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+def reset_peak_memory(device: torch.device) -> int:
+    """Start a peak-memory window; returns the bytes in use now (GPU allocator, or CPU resident set)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device)
+    Path("/proc/self/clear_refs").write_text("5")  # Linux: resets the resident-set high-water mark
+    return _resident_kib("VmRSS") * 1024
+
+
+def peak_memory(device: torch.device) -> int:
+    """Peak bytes in use since the last `reset_peak_memory`."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    return _resident_kib("VmHWM") * 1024
+
+
+def time_call(function: Callable[[], object], device: torch.device, repeats: int, warmup: int) -> dict:
+    """Median and spread of the wall-clock time of `function()` over `repeats` runs after `warmup` runs."""
+    for _ in range(warmup):
+        function()
+    synchronize(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "repeats": repeats}
+
+
+def write_results(name: str, payload: dict, markdown: str) -> tuple[Path, Path]:
+    """Write `results/<name>.json` and `results/<name>.md`."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    json_path = RESULTS_DIR / f"{name}.json"
+    markdown_path = RESULTS_DIR / f"{name}.md"
+    json_path.write_text(json.dumps(payload, indent=2) + "\n")
+    markdown_path.write_text(markdown)
+    return json_path, markdown_path
+
+
+def markdown_table(headers: list[str], rows: list[list]) -> str:
+    """A GitHub Markdown table."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
