@@ -10,6 +10,8 @@ from transformers.activations import ACT2FN
 from transformers.configuration_utils import PreTrainedConfig
 from transformers.modeling_rope_utils import RopeParameters
 
+from .rope_scaling_hf_roformer import check_explicit_original_length, validate_rope_parameters
+
 
 # Keys some `roformer`-type configs carry for architectures other than transformers' RoFormer (RoFormer-V2, Sim),
 # with the value that means "transformers' RoFormer". Any other value must not load silently into this architecture.
@@ -109,7 +111,11 @@ class HfRoFormerConfig(PreTrainedConfig):
         # Checked here, not only in the strict validators, so that a bad value raises a plain `ValueError` at
         # construction (the validators wrap errors in huggingface_hub's own exception type).
         self.check_architecture()
+        # Before transformers standardizes the dict, which silently fills a missing YaRN original length.
+        check_explicit_original_length(self.rope_parameters or kwargs.get("rope_scaling"))
         super().__post_init__(**kwargs)
+        self.rope_parameters.pop("type", None)  # legacy spelling of `rope_type`, already copied into it
+        validate_rope_parameters(self.rope_parameters, self.head_dim)
 
     @property
     def head_dim(self) -> int:
@@ -165,9 +171,41 @@ class HfRoFormerConfig(PreTrainedConfig):
             config_dict = translate_roformer_config(config_dict, source=str(pretrained_model_name_or_path))
         return config_dict, kwargs
 
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """Build a config from a dict. Rope settings passed as overrides (`from_pretrained(path,
+        rope_parameters={...})`) go through construction, so they are standardized and validated like any other; a
+        `rope_parameters` override without `rope_theta` keeps the checkpoint's."""
+        overrides = {key: kwargs.pop(key) for key in ("rope_parameters", "rope_scaling", "rope_theta") if key in kwargs}
+        if overrides:
+            config_dict = dict(config_dict)
+            saved = config_dict.pop("rope_parameters", None) or {}
+            new = overrides.pop("rope_parameters", None) or overrides.pop("rope_scaling", None)
+            if new is not None:
+                new = dict(new)
+                if "rope_theta" in saved:
+                    new.setdefault("rope_theta", saved["rope_theta"])
+                config_dict["rope_parameters"] = new
+            else:
+                config_dict["rope_parameters"] = saved
+            if "rope_theta" in overrides:
+                config_dict["rope_parameters"]["rope_theta"] = overrides["rope_theta"]
+        return super().from_dict(config_dict, **kwargs)
+
     def validate_architecture(self) -> None:
         """Strict-dataclass validator: re-checks the hyper-parameters when `config.validate()` runs after edits."""
         self.check_architecture()
+
+    def _validate_own_rope_parameters(self, rope_parameters: dict, ignore_keys: set | None = None) -> None:
+        """transformers' per-type rope validation hook, replaced for the types whose meaning differs here: `ntk`
+        (unknown to transformers), `dynamic` (reads `original_max_position_embeddings`) and `yarn` (whose check warns
+        when `factor` differs from `max_position_embeddings / original_max_position_embeddings`, but here
+        `max_position_embeddings` is the trained length, not a target). The full check runs in `__post_init__`."""
+        validate_rope_parameters(rope_parameters, self.head_dim)
+
+    _validate_ntk_rope_parameters = _validate_own_rope_parameters
+    _validate_dynamic_rope_parameters = _validate_own_rope_parameters
+    _validate_yarn_rope_parameters = _validate_own_rope_parameters
 
 
 __all__ = ["HfRoFormerConfig"]

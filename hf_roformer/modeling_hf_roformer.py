@@ -33,7 +33,14 @@ from transformers.utils.generic import can_return_tuple, merge_with_config_defau
 from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_hf_roformer import HfRoFormerConfig
-from .rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
+from .rope_scaling_hf_roformer import rope_attention_factor
+from .rotary_hf_roformer import (
+    HfRoFormerRotaryEmbedding,
+    PerQueryRotation,
+    apply_rotary_pos_emb,
+    per_query_rotary_attention,
+    rotate_interleaved,
+)
 
 
 logger = logging.get_logger(__name__)
@@ -64,6 +71,13 @@ def check_ids_in_range(ids: torch.Tensor, size: int, name: str, size_name: str) 
             f"`{name}` contains {bad}, outside the valid range [0, {size - 1}] given by `{size_name}`={size}; "
             "check that the tokenizer (or segment ids) match the model."
         )
+
+
+def sequence_lengths(position_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """Length of each sequence of an encoder batch: its largest real position + 1 (padding excluded)."""
+    if attention_mask is not None:
+        position_ids = position_ids.expand(attention_mask.shape[0], -1).masked_fill(attention_mask == 0, -1)
+    return position_ids.max(dim=-1).values + 1
 
 
 def eager_attention_forward(
@@ -123,7 +137,8 @@ class HfRoFormerSelfAttention(nn.Module):
         super().__init__()
         self.config = config
         self.head_dim = config.head_dim
-        self.scaling = self.head_dim**-0.5
+        # A rope type's attention factor (YaRN's temperature) multiplies the logits q.k once, here; never the values.
+        self.scaling = self.head_dim**-0.5 * rope_attention_factor(config) ** 2
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
@@ -136,7 +151,7 @@ class HfRoFormerSelfAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | PerQueryRotation,
         attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         **kwargs,
@@ -147,26 +162,32 @@ class HfRoFormerSelfAttention(nn.Module):
         query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)
         key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
         value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+        cache = past_key_values
+        if isinstance(past_key_values, EncoderDecoderCache):
+            cache = past_key_values.self_attention_cache
 
-        cos, sin = position_embeddings
-        query, key, rotated_value = apply_rotary_pos_emb(
-            query, key, cos, sin, value=value if self.rotary_value else None
-        )
-        if rotated_value is not None:
-            value = rotated_value
-
-        if past_key_values is not None:
-            cache = (
-                past_key_values.self_attention_cache
-                if isinstance(past_key_values, EncoderDecoderCache)
-                else past_key_values
+        if isinstance(position_embeddings, PerQueryRotation):
+            attn_output, attn_weights = self._attend_rotating_per_query(
+                query, key, value, position_embeddings, attention_mask, cache, **kwargs
             )
-            key, value = cache.update(key, value, self.layer_idx)
+        else:
+            cos, sin = position_embeddings
+            query, key, rotated_value = apply_rotary_pos_emb(
+                query, key, cos, sin, value=value if self.rotary_value else None
+            )
+            if rotated_value is not None:
+                value = rotated_value
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+            attn_output, attn_weights = self._attend(query, key, value, attention_mask, **kwargs)
+        return attn_output.reshape(*input_shape, -1).contiguous(), attn_weights
 
+    def _attend(self, query, key, value, attention_mask, **kwargs):
+        """Rotated queries, keys and values through the configured attention backend."""
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
-        attn_output, attn_weights = attention_interface(
+        return attention_interface(
             self,
             query,
             key,
@@ -176,7 +197,28 @@ class HfRoFormerSelfAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )
-        return attn_output.reshape(*input_shape, -1).contiguous(), attn_weights
+
+    def _attend_rotating_per_query(self, query, key, value, rotation, attention_mask, cache, **kwargs):
+        """Length-dependent rope in a decoder: keys and values are cached unrotated and rotated with the queries'
+        frequencies, which grow with the length each query sees."""
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        if rotation.key_cos is None:
+            return per_query_rotary_attention(
+                query,
+                key,
+                value,
+                rotation,
+                self.scaling,
+                dropout=self.dropout_prob if self.training else 0.0,
+                training=self.training,
+                rotary_value=self.rotary_value,
+            )
+        query = rotate_interleaved(query, rotation.cos, rotation.sin)
+        if self.rotary_value:
+            value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
+        key = rotate_interleaved(key, rotation.key_cos, rotation.key_sin)
+        return self._attend(query, key, value, attention_mask, **kwargs)
 
 
 class HfRoFormerCrossAttention(nn.Module):
@@ -509,12 +551,12 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         if hasattr(self, "embeddings_project"):
             embedding_output = self.embeddings_project(embedding_output)
 
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         if position_ids is None:
-            past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
             seq_length = embedding_output.shape[1]
             position_ids = torch.arange(past_length, past_length + seq_length, device=embedding_output.device)
             position_ids = position_ids.unsqueeze(0)
-        position_embeddings = self.rotary_emb(position_ids)
+        position_embeddings = self._rotary_embeddings(position_ids, attention_mask, past_length)
 
         attention_mask, encoder_attention_mask = self._create_attention_masks(
             attention_mask,
@@ -537,6 +579,16 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             last_hidden_state=sequence_output,
             past_key_values=past_key_values if use_cache else None,
         )
+
+    def _rotary_embeddings(self, position_ids, attention_mask, past_length):
+        """The rotations every layer applies: cos/sin per token, or per-query state for length-dependent rope types in
+        decoders (so cached decoding equals a full forward)."""
+        padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
+        if not self.rotary_emb.depends_on_length:
+            return self.rotary_emb(position_ids)
+        if self.config.is_decoder:
+            return self.rotary_emb.per_query(position_ids, past_length, padding_mask)
+        return self.rotary_emb(position_ids, lengths=sequence_lengths(position_ids, padding_mask)[:, None])
 
     def _create_attention_masks(
         self,

@@ -1,51 +1,40 @@
 """Rotary position embedding (RoPE) in RoFormer's interleaved layout (paper eq. 34).
 
 RoFormer rotates consecutive feature pairs (x0, x1), (x2, x3), ... of each head by the angle `m * theta_i` of the
-token's position `m`, with theta_i = rope_theta^(-2i/d). This differs from the "rotate-half" layout of Llama-style
-models, so transformers' `apply_rotary_pos_emb` cannot be reused; the frequencies themselves come from transformers'
-rope utilities for every scaled rope type.
+token's position `m`. This differs from the "rotate-half" layout of Llama-style models, so transformers'
+`apply_rotary_pos_emb` cannot be reused; the frequencies come from `rope_scaling_hf_roformer`.
+
+Rope types whose frequencies depend on the input length (dynamic NTK, LongRoPE) give each decoder query the frequencies
+of the prefix it sees, so decoding with a key/value cache computes exactly what a forward over the whole sequence does;
+such decoders cache keys unrotated and rotate them per query (`per_query_rotary_attention`).
 
 Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers` and sibling Hub-bound files.
 """
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+from .rope_scaling_hf_roformer import (
+    is_length_dependent,
+    rope_inverse_frequencies,
+)
 
 
-def angle_dtype(device: torch.device) -> torch.dtype:
-    """Dtype in which rotation angles are computed: float64 where the device has it.
+class PerQueryRotation(NamedTuple):
+    """Rotation state of a decoder whose frequencies depend on the length each query sees.
 
-    Angles grow with the position; in float32 `m * theta` has an absolute error of ~1e-2 rad at m = 1e5, so cos/sin of
-    long positions would be wrong whatever dtype the model runs in. MPS has no float64 and falls back to float32.
+    Keys and values stay unrotated (also in the cache); each query rotates them with its own frequencies.
     """
-    return torch.float32 if device.type == "mps" else torch.float64
 
-
-def default_inverse_frequencies(
-    head_dim: int, rope_theta: float = 10000.0, device: torch.device | None = None
-) -> torch.Tensor:
-    """The paper's frequencies theta_i = rope_theta^(-2i/d), i = 0 .. d/2 - 1 (eq. 15).
-
-    Written here rather than taken from transformers because its default computes them in float32 (see `angle_dtype`).
-    """
-    device = torch.device("cpu") if device is None else torch.device(device)
-    exponents = torch.arange(0, head_dim, 2, dtype=angle_dtype(device), device=device) / head_dim
-    return rope_theta**-exponents
-
-
-def inverse_frequencies(config, device: torch.device | None = None) -> tuple[torch.Tensor, float]:
-    """Inverse frequencies (d/2 values) and attention factor for the config's `rope_parameters`."""
-    rope_type = config.rope_parameters.get("rope_type", "default")
-    if rope_type == "default":
-        return default_inverse_frequencies(config.head_dim, config.rope_parameters["rope_theta"], device), 1.0
-    if rope_type not in ROPE_INIT_FUNCTIONS:
-        raise ValueError(
-            f"`rope_parameters['rope_type']` {rope_type!r} is not supported; use 'default' or one of "
-            f"{sorted(ROPE_INIT_FUNCTIONS)}."
-        )
-    inv_freq, attention_factor = ROPE_INIT_FUNCTIONS[rope_type](config, device)
-    return inv_freq.to(angle_dtype(inv_freq.device)), attention_factor
+    cos: torch.Tensor  # (batch, seq, d/2): the queries' own rotations
+    sin: torch.Tensor
+    inv_freq: torch.Tensor  # (batch, seq, d/2): each query's frequencies
+    key_positions: torch.Tensor  # (batch, keys): positions of cached + current keys
+    key_cos: torch.Tensor | None  # (batch, keys, d/2) when every query shares one frequency set, else None
+    key_sin: torch.Tensor | None
+    allowed: torch.Tensor  # (batch, seq, keys) bool: causal and padding mask
 
 
 class HfRoFormerRotaryEmbedding(nn.Module):
@@ -60,12 +49,91 @@ class HfRoFormerRotaryEmbedding(nn.Module):
         super().__init__()
         self.config = config
 
+    @property
+    def depends_on_length(self) -> bool:
+        """Whether the frequencies depend on the input length (dynamic NTK, LongRoPE)."""
+        return is_length_dependent(self.config)
+
     @torch.no_grad()
-    def forward(self, position_ids: torch.LongTensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Float32 `(cos, sin)`, each `(batch, seq_len, head_dim // 2)`, for `position_ids` `(batch, seq_len)`."""
-        inv_freq, _ = inverse_frequencies(self.config, position_ids.device)
-        angles = position_ids[..., None].to(inv_freq.dtype) * inv_freq
-        return angles.cos().float(), angles.sin().float()
+    def forward(
+        self, position_ids: torch.LongTensor, lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Float32 `(cos, sin)`, each `(batch, seq_len, head_dim // 2)`, for `position_ids` `(batch, seq_len)`.
+
+        `lengths` (broadcastable to `position_ids`) are the input lengths the frequencies of length-dependent rope types
+        are computed for; static types ignore them.
+        """
+        inv_freq = rope_inverse_frequencies(self.config, lengths, position_ids.device)
+        return rotation_cos_sin(position_ids, inv_freq)
+
+    @torch.no_grad()
+    def per_query(
+        self,
+        position_ids: torch.LongTensor,
+        past_length: int,
+        attention_mask: torch.Tensor | None,
+    ) -> PerQueryRotation:
+        """Rotation state for a decoder with a length-dependent rope type: each query uses the frequencies of the
+        prefix it sees (its position + 1), and keys (cached and new) are rotated per query.
+
+        `attention_mask` is the 2D padding mask over cached + current tokens. Cached keys are assumed to sit at
+        consecutive positions ending where the current ones start, as in `generate`.
+        """
+        batch, seq_len = position_ids.shape[0], position_ids.shape[1]
+        if attention_mask is not None:
+            batch = max(batch, attention_mask.shape[0])
+        position_ids = position_ids.expand(batch, -1)
+        device = position_ids.device
+        num_keys = past_length + seq_len
+        key_positions = key_positions_with_cache(position_ids, past_length, attention_mask)
+
+        inv_freq = rope_inverse_frequencies(self.config, position_ids + 1, device)
+        cos, sin = rotation_cos_sin(position_ids, inv_freq)
+
+        query_index = torch.arange(past_length, num_keys, device=device)
+        allowed = torch.arange(num_keys, device=device)[None, :] <= query_index[:, None]
+        allowed = allowed[None].expand(batch, -1, -1)
+        if attention_mask is not None:
+            allowed = allowed & attention_mask[:, None, :num_keys].bool()
+
+        key_cos = key_sin = None
+        if bool((inv_freq == inv_freq[:1, :1]).all()):
+            key_cos, key_sin = rotation_cos_sin(key_positions, inv_freq[:1, :1])
+        return PerQueryRotation(cos, sin, inv_freq, key_positions, key_cos, key_sin, allowed)
+
+
+def key_positions_with_cache(
+    position_ids: torch.LongTensor, past_length: int, attention_mask: torch.Tensor | None
+) -> torch.LongTensor:
+    """Positions of all keys (cached + current) for a decoder that caches unrotated keys.
+
+    The cache does not store positions: cached keys are taken to be consecutive, ending right before the current
+    tokens (what `generate` produces, also with left padding). A current chunk that breaks this raises.
+    """
+    if past_length == 0:
+        return position_ids
+    seq_len = position_ids.shape[1]
+    offsets = position_ids[:, -1:] - (past_length + seq_len - 1)
+    key_positions = torch.arange(past_length + seq_len, device=position_ids.device)[None, :] + offsets
+    current = key_positions[:, past_length:]
+    consistent = current == position_ids
+    if attention_mask is not None:
+        consistent = consistent | ~attention_mask[:, past_length : past_length + seq_len].bool()
+    if not bool(consistent.all()):
+        raise ValueError(
+            "`position_ids` must continue the cached positions consecutively when a length-dependent rope type "
+            "(dynamic, longrope) decodes with a cache."
+        )
+    return key_positions
+
+
+def rotation_cos_sin(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float32 cos/sin of the angles `position * inv_freq`, multiplied in float64 (float32 on MPS).
+
+    `inv_freq` is `(d/2,)`, or carries leading dimensions broadcastable to `position_ids`.
+    """
+    angles = position_ids[..., None].to(inv_freq.dtype) * inv_freq
+    return angles.cos().float(), angles.sin().float()
 
 
 def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -113,10 +181,57 @@ def apply_rotary_pos_emb(
     return query, key, value
 
 
+# Elements of the per-chunk rotated-key tensor (batch * heads * queries * keys * head_dim), about 64 MB in float32.
+PER_QUERY_CHUNK_ELEMENTS = 1 << 24
+
+
+def per_query_rotary_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    rotation: PerQueryRotation,
+    scaling: float,
+    dropout: float = 0.0,
+    training: bool = False,
+    rotary_value: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention where each query rotates the (unrotated) keys, and values with `rotary_value`, with its own
+    frequencies: `score(t, j) = (R(F_t, p_t) q_t) . (R(F_t, p_j) k_j)`.
+
+    Exact for any mix of frequencies, computed in query chunks so memory stays bounded; used only when queries of one
+    forward do not share one frequency set (decoders past the original length with dynamic NTK or LongRoPE).
+    Returns the output `(batch, seq, heads, d)` and the attention weights `(batch, heads, seq, keys)`.
+    """
+    batch, heads, seq_len, head_dim = query.shape
+    num_keys = key.shape[2]
+    chunk = max(1, PER_QUERY_CHUNK_ELEMENTS // max(1, batch * heads * num_keys * head_dim))
+    outputs, weights = [], []
+    for start in range(0, seq_len, chunk):
+        stop = min(start + chunk, seq_len)
+        inv_freq = rotation.inv_freq[:, start:stop]  # (batch, chunk, d/2)
+        rotated_query = rotate_interleaved(
+            query[:, :, start:stop], rotation.cos[:, start:stop], rotation.sin[:, start:stop]
+        )
+        key_cos, key_sin = rotation_cos_sin(rotation.key_positions[:, None, :], inv_freq[:, :, None, :])
+        rotated_keys = _rotate_complex(key[:, :, None], torch.complex(key_cos, key_sin)[:, None])
+        scores = torch.einsum("bhcd,bhctd->bhct", rotated_query.float(), rotated_keys.float()) * scaling
+        scores = scores.masked_fill(~rotation.allowed[:, None, start:stop], torch.finfo(scores.dtype).min)
+        probabilities = nn.functional.dropout(scores.softmax(dim=-1), p=dropout, training=training)
+        if rotary_value:
+            rotated_values = _rotate_complex(value[:, :, None], torch.complex(key_cos, key_sin)[:, None])
+            output = torch.einsum("bhct,bhctd->bhcd", probabilities, rotated_values.float())
+        else:
+            output = probabilities @ value.float()
+        outputs.append(output.to(query.dtype))
+        weights.append(probabilities.to(query.dtype))
+    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), torch.cat(weights, dim=2)
+
+
 __all__ = [
     "HfRoFormerRotaryEmbedding",
+    "PerQueryRotation",
     "apply_rotary_pos_emb",
-    "default_inverse_frequencies",
-    "inverse_frequencies",
+    "per_query_rotary_attention",
     "rotate_interleaved",
+    "rotation_cos_sin",
 ]

@@ -10,12 +10,8 @@ from conftest import tiny_config
 
 import hf_roformer
 from hf_roformer.rope_analysis import long_term_decay_bound
-from hf_roformer.rotary_hf_roformer import (
-    HfRoFormerRotaryEmbedding,
-    apply_rotary_pos_emb,
-    default_inverse_frequencies,
-    rotate_interleaved,
-)
+from hf_roformer.rope_scaling_hf_roformer import default_inverse_frequencies
+from hf_roformer.rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb, rotate_interleaved
 
 
 def rotation_matrix(position: int, dim: int, base: float = 10000.0) -> torch.Tensor:
