@@ -16,7 +16,12 @@ from hf_roformer.modeling_hf_roformer import AUTO_MAP
 
 
 AUTO_HEADS = {auto_class.__name__: model_class for auto_class, model_class in hf_roformer.AUTO_MODEL_CLASSES.items()}
-HUB_FILES = {"configuration_hf_roformer.py", "modeling_hf_roformer.py", "rotary_hf_roformer.py"}
+HUB_FILES = {
+    "configuration_hf_roformer.py",
+    "modeling_hf_roformer.py",
+    "rotary_hf_roformer.py",
+    "rope_scaling_hf_roformer.py",
+}
 
 
 def build(auto_name: str):

@@ -11,7 +11,6 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import hf_roformer
 from hf_roformer.rope_scaling_hf_roformer import rope_attention_factor, rope_inverse_frequencies
-from hf_roformer.rotary_hf_roformer import rotation_cos_sin
 
 
 HEAD_DIMS = [8, 64, 128]
@@ -331,11 +330,25 @@ def test_angles_at_a_million_in_a_bf16_model(name):
     inv_freq = rope_inverse_frequencies(model.config, lengths)
     expected_cos = torch.tensor([math.cos(position * f) for f in inv_freq.flatten().tolist()], dtype=torch.float64)
     expected_sin = torch.tensor([math.sin(position * f) for f in inv_freq.flatten().tolist()], dtype=torch.float64)
-    torch.testing.assert_close(cos.flatten().double(), expected_cos, atol=1e-3, rtol=0)
-    torch.testing.assert_close(sin.flatten().double(), expected_sin, atol=1e-3, rtol=0)
-    if name in ("default", "ntk", "dynamic"):  # float64 frequencies: exact against the closed form
-        reference = rotation_cos_sin(torch.tensor([position]), inv_freq.flatten())
-        torch.testing.assert_close(cos.flatten(), reference[0].flatten(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(cos.flatten().double(), expected_cos, atol=1e-6, rtol=0)
+    torch.testing.assert_close(sin.flatten().double(), expected_sin, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["default", "ntk", "dynamic"])
+def test_float64_types_are_exact_against_the_closed_form(name):
+    """Types computed here in float64 match the closed-form frequencies evaluated in Python at position 10^6."""
+    parameters = {"rope_type": "default"} if name == "default" else CAUSAL_TYPES[name]
+    config = tiny_config(rope_parameters=parameters)
+    base = 10000.0
+    if name == "ntk":
+        base = base * 4.0 ** (8 / 6)
+    position = 1_000_000
+    if name == "dynamic":
+        base = base * ((4.0 * (position + 1) / 8) - 3.0) ** (8 / 6)
+    model = hf_roformer.HfRoFormerModel(config).to(torch.bfloat16)
+    cos, _ = model.rotary_emb(torch.tensor([[position]]), lengths=torch.tensor([[position + 1]]))
+    expected = [math.cos(position * base ** (-2 * i / 8)) for i in range(4)]
+    torch.testing.assert_close(cos.flatten().double(), torch.tensor(expected, dtype=torch.float64), atol=1e-6, rtol=0)
 
 
 # -- configuration -------------------------------------------------------------------------------------------------
