@@ -16,6 +16,7 @@ from transformers import (
 )
 
 from .configuration_hf_roformer import HfRoFormerConfig
+from .linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
 from .modeling_hf_roformer import (
     HfRoFormerForCausalLM,
     HfRoFormerForMaskedLM,
@@ -54,6 +55,7 @@ __all__ = [
     "HfRoFormerForQuestionAnswering",
     "HfRoFormerForSequenceClassification",
     "HfRoFormerForTokenClassification",
+    "HfRoFormerLinearAttentionCache",
     "HfRoFormerModel",
     "HfRoFormerPreTrainedModel",
     "HfRoFormerRotaryEmbedding",

@@ -10,6 +10,7 @@ from transformers.activations import ACT2FN
 from transformers.configuration_utils import PreTrainedConfig
 from transformers.modeling_rope_utils import RopeParameters
 
+from .linear_attention_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS, check_linear_attention_rope
 from .rope_scaling_hf_roformer import check_explicit_original_length, validate_rope_parameters
 
 
@@ -67,6 +68,15 @@ class HfRoFormerConfig(PreTrainedConfig):
         is_decoder: Use causal self-attention (causal language modeling, decoder of an encoder-decoder).
         add_cross_attention: Add cross-attention layers (decoder of an `EncoderDecoderModel`).
         tie_word_embeddings: Tie the language-modeling head to the input embeddings.
+        attention_type: "softmax" (standard attention, any backend) or "linear" (RoPE with linear attention, paper
+            eq. 19: O(N) time and memory).
+        linear_feature_map: Non-negative feature map of linear attention: "elu" (elu(x) + 1), "relu", or "softmax"
+            (softmax over features for queries, exp for keys).
+        linear_rotation_order: "after_feature_map" (paper eq. 19: rotate phi(q), phi(k) in the numerator only) or
+            "before_feature_map" (rotate q, k, then apply the feature map in numerator and denominator, as
+            performer-pytorch does; a different model).
+        linear_attention_eps: Lower clamp of the linear-attention denominator sum_n phi(q_m)^T phi(k_n).
+        linear_chunk_size: Chunk length of causal linear attention (memory O(N * chunk), speed only).
 
     Example:
 
@@ -104,6 +114,11 @@ class HfRoFormerConfig(PreTrainedConfig):
     is_decoder: bool = False
     add_cross_attention: bool = False
     tie_word_embeddings: bool = True
+    attention_type: str = "softmax"
+    linear_feature_map: str = "elu"
+    linear_rotation_order: str = "after_feature_map"
+    linear_attention_eps: float = 1e-6
+    linear_chunk_size: int = 64
 
     def __post_init__(self, **kwargs):
         if self.embedding_size is None:
@@ -116,6 +131,7 @@ class HfRoFormerConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         self.rope_parameters.pop("type", None)  # legacy spelling of `rope_type`, already copied into it
         validate_rope_parameters(self.rope_parameters, self.head_dim)
+        check_linear_attention_rope(self)
 
     @property
     def head_dim(self) -> int:
@@ -162,6 +178,22 @@ class HfRoFormerConfig(PreTrainedConfig):
             raise ValueError(f"`pad_token_id` ({self.pad_token_id}) must lie in [0, vocab_size={self.vocab_size}).")
         if self.add_cross_attention and not self.is_decoder:
             raise ValueError("`add_cross_attention=True` needs `is_decoder=True`: only decoders attend to an encoder.")
+        self.check_linear_attention()
+
+    def check_linear_attention(self) -> None:
+        """Raise a `ValueError` naming the field for linear-attention settings that cannot work."""
+        if self.attention_type not in ("softmax", "linear"):
+            raise ValueError(f"`attention_type` must be 'softmax' or 'linear', got {self.attention_type!r}.")
+        if self.linear_feature_map not in FEATURE_MAPS:
+            raise ValueError(f"`linear_feature_map` {self.linear_feature_map!r} is not one of {list(FEATURE_MAPS)}.")
+        if self.linear_rotation_order not in ROTATION_ORDERS:
+            raise ValueError(
+                f"`linear_rotation_order` {self.linear_rotation_order!r} is not one of {list(ROTATION_ORDERS)}."
+            )
+        if not self.linear_attention_eps > 0:
+            raise ValueError(f"`linear_attention_eps` must be positive, got {self.linear_attention_eps}.")
+        if self.linear_chunk_size <= 0:
+            raise ValueError(f"`linear_chunk_size` must be a positive integer, got {self.linear_chunk_size}.")
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict, dict]:

@@ -33,6 +33,13 @@ from transformers.utils.generic import can_return_tuple, merge_with_config_defau
 from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_hf_roformer import HfRoFormerConfig
+from .linear_attention_hf_roformer import (
+    HfRoFormerLinearAttentionCache,
+    bidirectional_linear_attention,
+    causal_linear_attention,
+    check_linear_attention_rope,
+    linear_attention_features,
+)
 from .rope_scaling_hf_roformer import rope_attention_factor
 from .rotary_hf_roformer import (
     HfRoFormerRotaryEmbedding,
@@ -221,6 +228,67 @@ class HfRoFormerSelfAttention(nn.Module):
         return self._attend(query, key, value, attention_mask, **kwargs)
 
 
+class HfRoFormerLinearSelfAttention(nn.Module):
+    """RoPE with linear attention (paper eq. 19): O(N) in the sequence length, same parameters as softmax attention.
+
+    Encoders use the associative form over the whole sequence; decoders use chunked prefix sums and, with a cache, a
+    constant-size recurrent state per layer. Attention weights are never materialized (`output_attentions` gives
+    none, and `attention_probs_dropout_prob` has no probabilities to drop), and a rope type's attention factor has no
+    softmax to act on, so it is not applied.
+    """
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+        super().__init__()
+        check_linear_attention_rope(config)  # again here: `is_decoder` may be set after the config was built
+        self.config = config
+        self.head_dim = config.head_dim
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.rotary_value = config.rotary_value
+        self.is_causal = config.is_decoder
+        self.layer_idx = layer_idx
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, None]:
+        """Attend with eq. 19. `attention_mask` is the 2D padding mask of the current tokens (1 = real)."""
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)
+        key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
+        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        if self.rotary_value:
+            value = rotate_interleaved(value, cos, sin)
+        features = linear_attention_features(
+            query,
+            key,
+            lambda x: rotate_interleaved(x, cos, sin),
+            self.config.linear_feature_map,
+            self.config.linear_rotation_order,
+            attention_mask,
+        )
+        eps = self.config.linear_attention_eps
+        if not self.is_causal:
+            output = bidirectional_linear_attention(features, value, eps)
+        else:
+            cache = past_key_values
+            if isinstance(cache, EncoderDecoderCache):
+                cache = cache.self_attention_cache
+            state = cache.get_state(self.layer_idx) if cache is not None else None
+            output, state = causal_linear_attention(features, value, eps, self.config.linear_chunk_size, state)
+            if cache is not None:
+                cache.set_state(self.layer_idx, state)
+        output = output.to(hidden_states.dtype)
+        return output.transpose(1, 2).reshape(*input_shape, -1).contiguous(), None
+
+
 class HfRoFormerCrossAttention(nn.Module):
     """Decoder-to-encoder attention. No rotation: queries and keys live in different sequences, as in the original."""
 
@@ -296,7 +364,12 @@ class HfRoFormerAttention(nn.Module):
     def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None, is_cross_attention: bool = False):
         super().__init__()
         self.is_cross_attention = is_cross_attention
-        attention_class = HfRoFormerCrossAttention if is_cross_attention else HfRoFormerSelfAttention
+        if is_cross_attention:
+            attention_class = HfRoFormerCrossAttention
+        elif config.attention_type == "linear":
+            attention_class = HfRoFormerLinearSelfAttention
+        else:
+            attention_class = HfRoFormerSelfAttention
         self.self = attention_class(config, layer_idx=layer_idx)
         self.output = HfRoFormerSelfOutput(config)
 
@@ -473,6 +546,10 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
         if isinstance(module, HfRoFormerLMPredictionHead):
             init.zeros_(module.bias)
 
+    def _supports_default_dynamic_cache(self) -> bool:
+        """`generate` may create a key/value cache, except for linear attention, whose model makes its own state."""
+        return self.config.attention_type != "linear"
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as any `PreTrainedModel` does, with an `auto_map` naming every head and the model's source files, so
         that `AutoModel*.from_pretrained(path, trust_remote_code=True)` works where hf_roformer is not installed."""
@@ -540,32 +617,37 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
         use_cache = bool(use_cache) and self.config.is_decoder
-        if use_cache and past_key_values is None:
-            past_key_values = (
-                EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
-                if encoder_hidden_states is not None or self.config.is_encoder_decoder
-                else DynamicCache(config=self.config)
-            )
+        linear = self.config.attention_type == "linear"
+        if use_cache:
+            past_key_values = self._prepare_cache(past_key_values, encoder_hidden_states)
 
         embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds)
         if hasattr(self, "embeddings_project"):
             embedding_output = self.embeddings_project(embedding_output)
 
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        seq_length = embedding_output.shape[1]
         if position_ids is None:
-            seq_length = embedding_output.shape[1]
             position_ids = torch.arange(past_length, past_length + seq_length, device=embedding_output.device)
             position_ids = position_ids.unsqueeze(0)
         position_embeddings = self._rotary_embeddings(position_ids, attention_mask, past_length)
 
-        attention_mask, encoder_attention_mask = self._create_attention_masks(
-            attention_mask,
-            encoder_attention_mask,
-            embedding_output,
-            encoder_hidden_states,
-            past_key_values,
-            position_ids,
-        )
+        if linear:  # linear attention takes the padding mask of the current tokens, not an attention-score mask
+            if attention_mask is not None:
+                attention_mask = attention_mask[:, -seq_length:]
+            if encoder_attention_mask is not None:
+                _, encoder_attention_mask = self._create_attention_masks(
+                    None, encoder_attention_mask, embedding_output, encoder_hidden_states, None, position_ids
+                )
+        else:
+            attention_mask, encoder_attention_mask = self._create_attention_masks(
+                attention_mask,
+                encoder_attention_mask,
+                embedding_output,
+                encoder_hidden_states,
+                past_key_values,
+                position_ids,
+            )
         sequence_output = self.encoder(
             embedding_output,
             attention_mask,
@@ -575,10 +657,42 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             past_key_values=past_key_values,
             **kwargs,
         )
+        if linear and use_cache:
+            linear_cache = past_key_values
+            if isinstance(linear_cache, EncoderDecoderCache):
+                linear_cache = linear_cache.self_attention_cache
+            linear_cache.seen_tokens += seq_length
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=sequence_output,
             past_key_values=past_key_values if use_cache else None,
         )
+
+    def _prepare_cache(self, past_key_values: Cache | None, encoder_hidden_states) -> Cache:
+        """The cache to decode with: key/value caches for softmax attention, recurrent states for linear attention
+        (an empty standard cache handed in, e.g. by `EncoderDecoderModel.generate`, is swapped for one)."""
+        with_cross = encoder_hidden_states is not None or self.config.is_encoder_decoder
+        if self.config.attention_type != "linear":
+            if past_key_values is not None:
+                return past_key_values
+            if with_cross:
+                return EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+            return DynamicCache(config=self.config)
+
+        def linear_state(cache):
+            if isinstance(cache, HfRoFormerLinearAttentionCache):
+                return cache
+            if cache is None or cache.get_seq_length() == 0:
+                return HfRoFormerLinearAttentionCache(self.config.num_hidden_layers)
+            raise ValueError(
+                f"Linear attention decodes with a HfRoFormerLinearAttentionCache, got a filled {type(cache).__name__}."
+            )
+
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.self_attention_cache = linear_state(past_key_values.self_attention_cache)
+            return past_key_values
+        if with_cross:
+            return EncoderDecoderCache(linear_state(past_key_values), DynamicCache(config=self.config))
+        return linear_state(past_key_values)
 
     def _rotary_embeddings(self, position_ids, attention_mask, past_length):
         """The rotations every layer applies: cos/sin per token, or per-query state for length-dependent rope types in
