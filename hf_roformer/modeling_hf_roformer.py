@@ -137,59 +137,35 @@ class HfRoFormerEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
-class HfRoFormerSelfAttention(nn.Module):
-    """Multi-head self-attention with queries and keys (and values, with `rotary_value`) rotated by their positions."""
+def self_attention_cache(past_key_values: Cache | None) -> Cache | None:
+    """The cache self-attention writes to (the self-attention half of an encoder-decoder cache)."""
+    if isinstance(past_key_values, EncoderDecoderCache):
+        return past_key_values.self_attention_cache
+    return past_key_values
 
-    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+
+class HfRoFormerAttentionBase(nn.Module):
+    """Query, key and value projections under their checkpoint names, and the call into the configured attention
+    backend; shared by the self-, linear- and cross-attention modules."""
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None, is_causal: bool):
         super().__init__()
         self.config = config
         self.head_dim = config.head_dim
-        # A rope type's attention factor (YaRN's temperature) multiplies the logits q.k once, here; never the values.
-        self.scaling = self.head_dim**-0.5 * rope_attention_factor(config) ** 2
+        self.scaling = self.head_dim**-0.5
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_prob = config.attention_probs_dropout_prob
-        self.rotary_value = config.rotary_value
         # Explicit: SDPA treats a module without `is_causal` as causal whenever the mask is None.
-        self.is_causal = config.is_decoder
+        self.is_causal = is_causal
         self.layer_idx = layer_idx
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        position_embeddings: tuple[torch.Tensor, torch.Tensor] | PerQueryRotation,
-        attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights."""
-        input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.head_dim)
-        query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)
-        key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
-        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
-        cache = past_key_values
-        if isinstance(past_key_values, EncoderDecoderCache):
-            cache = past_key_values.self_attention_cache
+    def split_heads(self, projection: nn.Linear, states: torch.Tensor) -> torch.Tensor:
+        """Project `(batch, seq, hidden)` states and split them into heads: `(batch, heads, seq, head_dim)`."""
+        return projection(states).view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
 
-        if isinstance(position_embeddings, PerQueryRotation):
-            attn_output, attn_weights = self._attend_rotating_per_query(
-                query, key, value, position_embeddings, attention_mask, cache, **kwargs
-            )
-        else:
-            cos, sin = position_embeddings
-            query, key, rotated_value = apply_rotary_pos_emb(
-                query, key, cos, sin, value=value if self.rotary_value else None
-            )
-            if rotated_value is not None:
-                value = rotated_value
-            if cache is not None:
-                key, value = cache.update(key, value, self.layer_idx)
-            attn_output, attn_weights = self._attend(query, key, value, attention_mask, **kwargs)
-        return attn_output.reshape(*input_shape, -1).contiguous(), attn_weights
-
-    def _attend(self, query, key, value, attention_mask, **kwargs):
+    def attend(self, query, key, value, attention_mask, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Rotated queries, keys and values through the configured attention backend."""
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -204,6 +180,45 @@ class HfRoFormerSelfAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )
+
+
+class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
+    """Multi-head self-attention with queries and keys (and values, with `rotary_value`) rotated by their positions."""
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+        super().__init__(config, layer_idx, is_causal=config.is_decoder)
+        # A rope type's attention factor (YaRN's temperature) multiplies the logits q.k once, here; never the values.
+        self.scaling *= rope_attention_factor(config) ** 2
+        self.rotary_value = config.rotary_value
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | PerQueryRotation,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights."""
+        query = self.split_heads(self.query, hidden_states)
+        key = self.split_heads(self.key, hidden_states)
+        value = self.split_heads(self.value, hidden_states)
+        cache = self_attention_cache(past_key_values)
+        if isinstance(position_embeddings, PerQueryRotation):
+            attn_output, attn_weights = self._attend_rotating_per_query(
+                query, key, value, position_embeddings, attention_mask, cache, **kwargs
+            )
+        else:
+            cos, sin = position_embeddings
+            query, key, rotated_value = apply_rotary_pos_emb(
+                query, key, cos, sin, value=value if self.rotary_value else None
+            )
+            if rotated_value is not None:
+                value = rotated_value
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+            attn_output, attn_weights = self.attend(query, key, value, attention_mask, **kwargs)
+        return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
 
     def _attend_rotating_per_query(self, query, key, value, rotation, attention_mask, cache, **kwargs):
         """Length-dependent rope in a decoder: keys and values are cached unrotated and rotated with the queries'
@@ -225,10 +240,10 @@ class HfRoFormerSelfAttention(nn.Module):
         if self.rotary_value:
             value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
         key = rotate_interleaved(key, rotation.key_cos, rotation.key_sin)
-        return self._attend(query, key, value, attention_mask, **kwargs)
+        return self.attend(query, key, value, attention_mask, **kwargs)
 
 
-class HfRoFormerLinearSelfAttention(nn.Module):
+class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
     """RoPE with linear attention (paper eq. 19): O(N) in the sequence length, same parameters as softmax attention.
 
     Encoders use the associative form over the whole sequence; decoders use chunked prefix sums and, with a cache, a
@@ -238,16 +253,9 @@ class HfRoFormerLinearSelfAttention(nn.Module):
     """
 
     def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
-        super().__init__()
         check_linear_attention_rope(config)  # again here: `is_decoder` may be set after the config was built
-        self.config = config
-        self.head_dim = config.head_dim
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        super().__init__(config, layer_idx, is_causal=config.is_decoder)
         self.rotary_value = config.rotary_value
-        self.is_causal = config.is_decoder
-        self.layer_idx = layer_idx
 
     def forward(
         self,
@@ -258,11 +266,9 @@ class HfRoFormerLinearSelfAttention(nn.Module):
         **kwargs,
     ) -> tuple[torch.Tensor, None]:
         """Attend with eq. 19. `attention_mask` is the 2D padding mask of the current tokens (1 = real)."""
-        input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.head_dim)
-        query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)
-        key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
-        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+        query = self.split_heads(self.query, hidden_states)
+        key = self.split_heads(self.key, hidden_states)
+        value = self.split_heads(self.value, hidden_states)
         cos, sin = position_embeddings
         if self.rotary_value:
             value = rotate_interleaved(value, cos, sin)
@@ -278,31 +284,20 @@ class HfRoFormerLinearSelfAttention(nn.Module):
         if not self.is_causal:
             output = bidirectional_linear_attention(features, value, eps)
         else:
-            cache = past_key_values
-            if isinstance(cache, EncoderDecoderCache):
-                cache = cache.self_attention_cache
+            cache = self_attention_cache(past_key_values)
             state = cache.get_state(self.layer_idx) if cache is not None else None
             output, state = causal_linear_attention(features, value, eps, self.config.linear_chunk_size, state)
             if cache is not None:
                 cache.set_state(self.layer_idx, state)
         output = output.to(hidden_states.dtype)
-        return output.transpose(1, 2).reshape(*input_shape, -1).contiguous(), None
+        return output.transpose(1, 2).reshape(*hidden_states.shape[:-1], -1).contiguous(), None
 
 
-class HfRoFormerCrossAttention(nn.Module):
+class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
     """Decoder-to-encoder attention. No rotation: queries and keys live in different sequences, as in the original."""
 
     def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
-        super().__init__()
-        self.config = config
-        self.head_dim = config.head_dim
-        self.scaling = self.head_dim**-0.5
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout_prob = config.attention_probs_dropout_prob
-        self.is_causal = False
-        self.layer_idx = layer_idx
+        super().__init__(config, layer_idx, is_causal=False)
 
     def forward(
         self,
@@ -313,35 +308,19 @@ class HfRoFormerCrossAttention(nn.Module):
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from the decoder states to the encoder states, projecting the latter once per generation."""
-        input_shape = hidden_states.shape[:-1]
-        query = self.query(hidden_states).view(*input_shape, -1, self.head_dim).transpose(1, 2)
-
+        query = self.split_heads(self.query, hidden_states)
         is_updated = past_key_values is not None and past_key_values.is_updated.get(self.layer_idx, False)
         if is_updated:
             layer_cache = past_key_values.cross_attention_cache.layers[self.layer_idx]
             key, value = layer_cache.keys, layer_cache.values
         else:
-            kv_shape = (*encoder_hidden_states.shape[:-1], -1, self.head_dim)
-            key = self.key(encoder_hidden_states).view(kv_shape).transpose(1, 2)
-            value = self.value(encoder_hidden_states).view(kv_shape).transpose(1, 2)
+            key = self.split_heads(self.key, encoder_hidden_states)
+            value = self.split_heads(self.value, encoder_hidden_states)
             if past_key_values is not None:
                 key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
                 past_key_values.is_updated[self.layer_idx] = True
-
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
-        attn_output, attn_weights = attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.dropout_prob if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
-        )
-        return attn_output.reshape(*input_shape, -1).contiguous(), attn_weights
+        attn_output, attn_weights = self.attend(query, key, value, attention_mask, **kwargs)
+        return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
 
 
 class HfRoFormerSelfOutput(nn.Module):
