@@ -5,7 +5,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 TRANSFORMERS_SPEC ?= transformers==5.23.0
 OLDEST_TRANSFORMERS_SPEC ?= transformers==5.17.0
-EXTRAS ?= tests,plot
+EXTRAS ?= tests
 
 .PHONY: demo test test-oldest test-slow lint bench clean
 

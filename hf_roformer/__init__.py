@@ -13,6 +13,7 @@ from transformers import (
     AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
+    AutoTokenizer,
 )
 
 from .configuration_hf_roformer import HfRoFormerConfig
@@ -28,6 +29,7 @@ from .modeling_hf_roformer import (
     HfRoFormerPreTrainedModel,
 )
 from .rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
+from .tokenization_hf_roformer import HfRoFormerTokenizer
 
 
 __version__ = "0.1.0"
@@ -45,6 +47,7 @@ AUTO_MODEL_CLASSES = {
 AutoConfig.register(HfRoFormerConfig.model_type, HfRoFormerConfig)
 for _auto_class, _model_class in AUTO_MODEL_CLASSES.items():
     _auto_class.register(HfRoFormerConfig, _model_class)
+AutoTokenizer.register(HfRoFormerConfig, tokenizer_class=HfRoFormerTokenizer)
 
 __all__ = [
     "AUTO_MODEL_CLASSES",
@@ -59,5 +62,6 @@ __all__ = [
     "HfRoFormerModel",
     "HfRoFormerPreTrainedModel",
     "HfRoFormerRotaryEmbedding",
+    "HfRoFormerTokenizer",
     "apply_rotary_pos_emb",
 ]

@@ -1,0 +1,257 @@
+"""The RoFormer tokenizer reproduces the original (bert4keras + jieba, golden ids) and survives save/load, pickling,
+multiprocessing, remote code and vocab-only directories, with correct offsets."""
+
+import gzip
+import itertools
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import textwrap
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pytest
+import transformers
+
+import hf_roformer
+from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer, original_pair_lengths
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from make_tokenizer_golden import corpus_lines  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def golden():
+    """Golden records with their texts resolved from the corpus."""
+    with gzip.open(FIXTURES / "tokenizer_golden.json.gz", "rt", encoding="utf-8") as handle:
+        data = json.load(handle)
+    lines = corpus_lines()
+    for record in data["singles"] + data["pairs"]:
+        record["text"] = lines[record["line"]] if "line" in record else record["text"]
+        if "maxlen" in record:
+            record["text2"] = lines[record["line2"]] if "line2" in record else record["text2"]
+    return data
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"))
+
+
+def assert_matches_golden(tokenizer, golden, limit=None):
+    """Ids and segment ids of single texts and truncated pairs equal the original's."""
+    singles = golden["singles"][:limit]
+    pairs = golden["pairs"][:limit]
+    encoded = tokenizer([record["text"] for record in singles])
+    for index, record in enumerate(singles):
+        assert encoded["input_ids"][index] == record["ids"], record["text"][:50]
+        assert encoded["token_type_ids"][index] == record["segments"], record["text"][:50]
+    for record in pairs:
+        pair = tokenizer(record["text"], record["text2"], truncation=True, max_length=record["maxlen"])
+        assert pair["input_ids"] == record["ids"], (record["text"][:30], record["maxlen"])
+        assert pair["token_type_ids"] == record["segments"], (record["text"][:30], record["maxlen"])
+
+
+def test_golden_fixture_is_the_committed_vocabulary(golden):
+    import hashlib
+
+    assert hashlib.sha256((FIXTURES / "word_vocab.txt").read_bytes()).hexdigest() == golden["vocab_sha256"]
+    assert len(golden["singles"]) >= 3000 and len(golden["pairs"]) >= 1500
+
+
+def test_word_level_equals_the_original_on_every_golden_text(tokenizer, golden):
+    assert tokenizer.word_level is True
+    assert_matches_golden(tokenizer, golden)
+
+
+def test_pair_truncation_equals_bert4keras():
+    """`original_pair_lengths` against a literal transcription of bert4keras' `truncate_sequences` (pop from the
+    longest, first on ties), over every small case."""
+
+    def bert4keras(first, second, budget):
+        sequences = [list(range(first)), list(range(second))]
+        while sum(map(len, sequences)) > budget:
+            sequences[int(np.argmax([len(s) for s in sequences]))].pop(-1)
+        return tuple(map(len, sequences))
+
+    for first, second, budget in itertools.product(range(12), range(12), range(1, 20)):
+        assert original_pair_lengths(first, second, budget) == bert4keras(first, second, budget)
+
+
+def test_save_and_load_round_trip(tokenizer, golden, tmp_path):
+    tokenizer.save_pretrained(tmp_path)
+    files = set(os.listdir(tmp_path))
+    assert {"vocab.txt", "tokenizer_config.json", "tokenization_hf_roformer.py"} <= files
+    assert "tokenizer.json" not in files  # it could not hold the jieba step; no loader may read a wrong one
+    assert (tmp_path / "vocab.txt").read_bytes() == (FIXTURES / "word_vocab.txt").read_bytes()
+    for loaded in (HfRoFormerTokenizer.from_pretrained(tmp_path), transformers.AutoTokenizer.from_pretrained(tmp_path)):
+        assert type(loaded) is HfRoFormerTokenizer and loaded.word_level
+        assert_matches_golden(loaded, golden, limit=300)
+
+
+def test_vocab_only_directory_loads_as_word_level(golden, tmp_path):
+    """The released zips hold only vocab.txt: the word level is detected from the vocabulary."""
+    shutil.copy(FIXTURES / "word_vocab.txt", tmp_path / "vocab.txt")
+    loaded = HfRoFormerTokenizer.from_pretrained(tmp_path)
+    assert loaded.word_level
+    assert_matches_golden(loaded, golden, limit=500)
+
+
+def test_pickle_round_trip(tokenizer, golden):
+    restored = pickle.loads(pickle.dumps(tokenizer))
+    assert restored.word_level
+    assert_matches_golden(restored, golden, limit=300)
+    assert_matches_golden(tokenizer, golden, limit=20)  # pickling left the original working
+
+
+def test_datasets_map_with_two_processes(tokenizer, golden):
+    import datasets
+
+    records = golden["singles"][:200]
+    dataset = datasets.Dataset.from_dict({"text": [record["text"] for record in records]})
+    mapped = dataset.map(lambda batch: tokenizer(batch["text"]), batched=True, batch_size=16, num_proc=2)
+    assert mapped["input_ids"] == [record["ids"] for record in records]
+
+
+REMOTE_SCRIPT = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+
+    class RefuseHfRoFormer(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_roformer" or name.startswith("hf_roformer."):
+                raise ModuleNotFoundError(f"No module named {name!r} (blocked for this test)")
+
+    sys.meta_path.insert(0, RefuseHfRoFormer())
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+    assert type(tokenizer).__module__.startswith("transformers_modules."), type(tokenizer).__module__
+    texts = json.load(open(sys.argv[2], encoding="utf-8"))
+    json.dump(tokenizer(texts)["input_ids"], open(sys.argv[3], "w"))
+    """
+)
+
+
+def test_remote_code_load_without_the_package(tokenizer, golden, tmp_path):
+    checkpoint = tmp_path / "tokenizer"
+    tokenizer.save_pretrained(checkpoint)
+    records = golden["singles"][:300] + golden["singles"][-len(golden["singles"]) // 100 :]
+    (tmp_path / "texts.json").write_text(json.dumps([record["text"] for record in records]), encoding="utf-8")
+    (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run(
+        [sys.executable, "remote.py", str(checkpoint), "texts.json", "ids.json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "ids.json").read_text()) == [record["ids"] for record in records]
+
+
+def test_offsets_point_at_the_original_characters(tokenizer, golden):
+    texts = [record["text"] for record in golden["singles"][:500]] + [
+        "Café naïve résumé ÀÉÎ",
+        "AT&T、C++和c#都是jieba词典里的词",
+        "全角ＡＢＣ１２３，半角ABC123",
+    ]
+    encoded = tokenizer(texts, return_offsets_mapping=True)
+    checked = 0
+    for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"], strict=True):
+        for token, (start, end) in zip(tokenizer.convert_ids_to_tokens(ids), offsets, strict=True):
+            if token in ("[CLS]", "[SEP]"):
+                assert (start, end) == (0, 0)
+                continue
+            piece = text[start:end].lower()
+            piece = "".join(c for c in unicodedata.normalize("NFD", piece) if unicodedata.category(c) != "Mn")
+            if token != "[UNK]":
+                assert piece == token.removeprefix("##"), (text[:30], token, start, end)
+            else:
+                assert end > start
+            checked += 1
+    assert checked > 20000
+
+
+def test_char_level_equals_bert_tokenizer_fast(golden, tmp_path):
+    """Without jieba the tokenizer is BERT's: identical to `BertTokenizerFast(do_lower_case=True)` on the corpus."""
+    vocab = [token for token in (FIXTURES / "word_vocab.txt").read_text(encoding="utf-8").splitlines()]
+    chars = [token for token in vocab if len(token.removeprefix("##")) == 1 or token.startswith("[")]
+    (tmp_path / "vocab.txt").write_text("\n".join(chars) + "\n", encoding="utf-8")
+    ours = HfRoFormerTokenizer.from_pretrained(tmp_path)
+    assert ours.word_level is False
+    bert = transformers.BertTokenizerFast.from_pretrained(tmp_path, do_lower_case=True)
+    texts = [record["text"] for record in golden["singles"]]
+    assert ours(texts)["input_ids"] == bert(texts)["input_ids"]
+    pairs = [(record["text"], record["text2"]) for record in golden["pairs"][:300]]
+    assert ours(pairs)["token_type_ids"] == bert(pairs)["token_type_ids"]
+    ours.save_pretrained(tmp_path / "saved")
+    assert (tmp_path / "saved" / "tokenizer.json").exists()
+    assert (
+        HfRoFormerTokenizer.from_pretrained(tmp_path / "saved")(texts[:50])["input_ids"]
+        == bert(texts[:50])["input_ids"]
+    )
+
+
+def test_padding_and_tensors_with_original_truncation(tokenizer):
+    batch = tokenizer(
+        ["第一句话比较长一些，用来测试截断。", "短句"],
+        ["第二句话也很长很长很长很长很长。", "另一个短句"],
+        truncation=True,
+        max_length=12,
+        padding="max_length",
+        return_tensors="pt",
+        return_offsets_mapping=True,
+    )
+    assert batch["input_ids"].shape == (2, 12)
+    assert batch["attention_mask"][1].tolist().count(0) > 0
+    assert batch["input_ids"][1, -1].item() == tokenizer.pad_token_id
+    assert batch.word_ids(0) is not None
+
+
+def test_rjieba_segmenter_runs(tokenizer):
+    fast = HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"), segmenter="rjieba")
+    text = "中共中央总书记、国家主席江泽民发表1998年新年讲话。"
+    assert fast(text)["input_ids"] == tokenizer(text)["input_ids"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n你\n好\n", r"lacks the special token\(s\) \['\[MASK\]'\]"),
+        ("", "is empty"),
+        (b"\xff\xfe\x00bad", "cannot read the vocabulary"),
+    ],
+)
+def test_bad_vocabulary_names_the_file(content, message, tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ValueError, match=message) as error:
+        HfRoFormerTokenizer(str(path))
+    assert str(path) in str(error.value)
+
+
+def test_missing_vocabulary_file_names_the_file(tmp_path):
+    with pytest.raises(ValueError, match=str(tmp_path / "nope.txt")):
+        HfRoFormerTokenizer(str(tmp_path / "nope.txt"))
+
+
+def test_unknown_segmenter_is_refused():
+    with pytest.raises(ValueError, match="segmenter"):
+        HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"), segmenter="pkuseg")
+
+
+def test_registered_for_the_model_type(tmp_path):
+    config = hf_roformer.HfRoFormerConfig(vocab_size=50000)
+    config.save_pretrained(tmp_path)
+    shutil.copy(FIXTURES / "word_vocab.txt", tmp_path / "vocab.txt")
+    assert type(transformers.AutoTokenizer.from_pretrained(tmp_path)) is HfRoFormerTokenizer
