@@ -7,7 +7,17 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the `hf-roformer` console script."""
     parser = argparse.ArgumentParser(prog="hf-roformer", description="RoFormer for Hugging Face Transformers.")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="a short CPU tour: checkpoint parity, long inputs, generation, remote code")
+    demo = commands.add_parser("demo", help="fine-tune a small RoFormer on Chinese reviews on CPU (a few minutes)")
+    demo.add_argument("--output-dir", default="roformer-sentiment-demo", help="where the model is saved")
+    demo.add_argument("--epochs", type=float, default=2.0)
+    demo.add_argument("--max-train-examples", type=int, help="train on fewer reviews (quick check)")
+    commands.add_parser("tour", help="a one-minute tour: checkpoint parity, long inputs, generation, remote code")
+
+    finetune = commands.add_parser(
+        "finetune", help="fine-tune with the Trainer; `hf-roformer finetune glue --help` lists every option"
+    )
+    finetune.add_argument("task", choices=["glue", "cail2019-scm"])
+    finetune.add_argument("arguments", nargs=argparse.REMAINDER, help="task and TrainingArguments flags")
 
     plot = commands.add_parser("plot", help="figures of RoPE (needs matplotlib: pip install 'hf_roformer[plot]')")
     plot.add_argument("figure", choices=["decay", "methods"], help="long-term decay bound, or scaling methods")
@@ -18,9 +28,17 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from .demo import run_demo
+        from .training.demo import run_demo
 
-        run_demo()
+        run_demo(args.output_dir, epochs=args.epochs, max_train_examples=args.max_train_examples)
+    elif args.command == "tour":
+        from .tour import run_tour
+
+        run_tour()
+    elif args.command == "finetune":
+        from .training.finetune import main as finetune_main
+
+        finetune_main(args.task, args.arguments)
     elif args.command == "plot":
         from . import plots
 

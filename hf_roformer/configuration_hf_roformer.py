@@ -77,6 +77,9 @@ class HfRoFormerConfig(PreTrainedConfig):
             performer-pytorch does; a different model).
         linear_attention_eps: Lower clamp of the linear-attention denominator sum_n phi(q_m)^T phi(k_n).
         linear_chunk_size: Chunk length of causal linear attention (memory O(N * chunk), speed only).
+        classifier_pooling: How `HfRoFormerForSequenceClassification` summarizes a sequence: "cls" (the first token,
+            then dense + activation, as transformers' RoFormer) or "mean" (masked mean of all tokens, then one linear
+            layer, the original CAIL2019-SCM recipe).
 
     Example:
 
@@ -119,6 +122,7 @@ class HfRoFormerConfig(PreTrainedConfig):
     linear_rotation_order: str = "after_feature_map"
     linear_attention_eps: float = 1e-6
     linear_chunk_size: int = 64
+    classifier_pooling: str = "cls"
 
     def __post_init__(self, **kwargs):
         if self.embedding_size is None:
@@ -179,6 +183,8 @@ class HfRoFormerConfig(PreTrainedConfig):
         if self.add_cross_attention and not self.is_decoder:
             raise ValueError("`add_cross_attention=True` needs `is_decoder=True`: only decoders attend to an encoder.")
         self.check_linear_attention()
+        if self.classifier_pooling not in ("cls", "mean"):
+            raise ValueError(f"`classifier_pooling` must be 'cls' or 'mean', got {self.classifier_pooling!r}.")
 
     def check_linear_attention(self) -> None:
         """Raise a `ValueError` naming the field for linear-attention settings that cannot work."""

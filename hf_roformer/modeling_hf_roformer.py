@@ -868,9 +868,31 @@ class HfRoFormerClassificationHead(nn.Module):
         return self.out_proj(features)
 
 
+class HfRoFormerMeanPoolingHead(nn.Module):
+    """Sentence-level head on the masked mean of all token states: dropout, then one projection to the labels."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Label logits from the mean of the real tokens' hidden states."""
+        if attention_mask is None:
+            pooled = sequence_output.mean(dim=1)
+        else:
+            weights = attention_mask.to(sequence_output.dtype).unsqueeze(-1)
+            pooled = (sequence_output * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        return self.out_proj(self.dropout(pooled))
+
+
 class HfRoFormerForSequenceClassification(HfRoFormerPreTrainedModel):
     """RoFormer with a sentence-level head: single-label or multi-label classification, or regression
-    (`num_labels=1`), chosen by `config.problem_type` or inferred from the labels as transformers does."""
+    (`num_labels=1`), chosen by `config.problem_type` or inferred from the labels as transformers does.
+
+    `config.classifier_pooling` picks the head: "cls" (first token, as transformers' RoFormer) or "mean" (masked
+    mean over tokens, as the original CAIL2019-SCM recipe).
+    """
 
     _auto_class = "AutoModelForSequenceClassification"
 
@@ -878,7 +900,10 @@ class HfRoFormerForSequenceClassification(HfRoFormerPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.roformer = HfRoFormerModel(config)
-        self.classifier = HfRoFormerClassificationHead(config)
+        if config.classifier_pooling == "mean":
+            self.classifier = HfRoFormerMeanPoolingHead(config)
+        else:
+            self.classifier = HfRoFormerClassificationHead(config)
         self.post_init()
 
     @can_return_tuple
@@ -902,7 +927,11 @@ class HfRoFormerForSequenceClassification(HfRoFormerPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        logits = self.classifier(outputs.last_hidden_state)
+        if self.config.classifier_pooling == "mean":
+            padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
+            logits = self.classifier(outputs.last_hidden_state, padding_mask)
+        else:
+            logits = self.classifier(outputs.last_hidden_state)
         loss = None
         if labels is not None:
             loss = self.loss_function(labels, logits, self.config, **kwargs)

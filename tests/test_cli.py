@@ -5,8 +5,8 @@ import pytest
 from hf_roformer.cli import main
 
 
-def test_demo_runs_end_to_end(capsys):
-    main(["demo"])
+def test_tour_runs_end_to_end(capsys):
+    main(["tour"])
     output = capsys.readouterr().out
     assert "max |logit diff|" in output
     assert "fails (IndexError); hf_roformer ran" in output

@@ -1,5 +1,5 @@
-"""A two-minute tour of hf_roformer on CPU: exact loading of transformers' RoFormer checkpoints, inputs past the
-trained length, causal generation with a cache, and saving with remote code. Run with `hf-roformer demo`."""
+"""A one-minute tour of hf_roformer on CPU: exact loading of transformers' RoFormer checkpoints, inputs past the
+trained length, causal generation with a cache, and saving with remote code. Run with `hf-roformer tour`."""
 
 import json
 import tempfile
@@ -88,7 +88,7 @@ def show_generation(workdir: Path) -> None:
     )
 
 
-def run_demo() -> None:
+def run_tour() -> None:
     """Run every step of the tour in a temporary directory."""
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     transformers.logging.set_verbosity_error()

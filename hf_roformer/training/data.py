@@ -1,0 +1,300 @@
+"""Readers for the fine-tuning data in its published formats: GLUE TSV files and CAIL2019-SCM JSON lines.
+
+Every reader validates what it reads and raises `DataError` naming the file and line, so a run fails before it writes
+anything. Records become `datasets.Dataset`s with the columns `text_a`, `text_b` (pairs), `label` (absent for test
+splits) and `index`.
+"""
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+
+
+class DataError(ValueError):
+    """Input data that does not follow its published format; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    """Where a GLUE task's files are and which columns hold what (the layout of GLUE's own download script)."""
+
+    name: str
+    directory: str
+    text_columns: tuple[str, ...]
+    label_column: str | None
+    labels: tuple[str, ...] | None  # None: regression
+    metrics: tuple[str, ...]
+    splits: dict[str, str] = field(default_factory=dict)  # split name -> file name
+    submission: dict[str, str] = field(default_factory=dict)  # test split -> leaderboard file name
+    positional_columns: tuple[str, ...] | None = None  # header-less train/dev files (CoLA)
+    hub_columns: tuple[str, ...] = ()  # text columns in the `datasets` version ("nyu-mll/glue")
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the task predicts a score instead of a class."""
+        return self.labels is None
+
+
+def _splits(*extra: str) -> dict[str, str]:
+    return {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv", **dict(e.split("=") for e in extra)}
+
+
+GLUE_TASKS: dict[str, GlueTask] = {
+    "cola": GlueTask(
+        "cola",
+        "CoLA",
+        ("sentence",),
+        "label",
+        ("0", "1"),
+        ("matthews_correlation",),
+        _splits(),
+        {"test": "CoLA.tsv"},
+        positional_columns=("source", "label", "original_label", "sentence"),
+        hub_columns=("sentence",),
+    ),
+    "sst2": GlueTask(
+        "sst2",
+        "SST-2",
+        ("sentence",),
+        "label",
+        ("0", "1"),
+        ("accuracy",),
+        _splits(),
+        {"test": "SST-2.tsv"},
+        hub_columns=("sentence",),
+    ),
+    "mrpc": GlueTask(
+        "mrpc",
+        "MRPC",
+        ("#1 String", "#2 String"),
+        "Quality",
+        ("0", "1"),
+        ("f1", "accuracy"),
+        _splits(),
+        {"test": "MRPC.tsv"},
+        hub_columns=("sentence1", "sentence2"),
+    ),
+    "stsb": GlueTask(
+        "stsb",
+        "STS-B",
+        ("sentence1", "sentence2"),
+        "score",
+        None,
+        ("pearson", "spearmanr"),
+        _splits(),
+        {"test": "STS-B.tsv"},
+        hub_columns=("sentence1", "sentence2"),
+    ),
+    "qqp": GlueTask(
+        "qqp",
+        "QQP",
+        ("question1", "question2"),
+        "is_duplicate",
+        ("0", "1"),
+        ("f1", "accuracy"),
+        _splits(),
+        {"test": "QQP.tsv"},
+        hub_columns=("question1", "question2"),
+    ),
+    "mnli": GlueTask(
+        "mnli",
+        "MNLI",
+        ("sentence1", "sentence2"),
+        "gold_label",
+        ("contradiction", "entailment", "neutral"),
+        ("accuracy",),
+        {
+            "train": "train.tsv",
+            "validation_matched": "dev_matched.tsv",
+            "validation_mismatched": "dev_mismatched.tsv",
+            "test_matched": "test_matched.tsv",
+            "test_mismatched": "test_mismatched.tsv",
+        },
+        {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"},
+        hub_columns=("premise", "hypothesis"),
+    ),
+    "qnli": GlueTask(
+        "qnli",
+        "QNLI",
+        ("question", "sentence"),
+        "label",
+        ("entailment", "not_entailment"),
+        ("accuracy",),
+        _splits(),
+        {"test": "QNLI.tsv"},
+        hub_columns=("question", "sentence"),
+    ),
+    "rte": GlueTask(
+        "rte",
+        "RTE",
+        ("sentence1", "sentence2"),
+        "label",
+        ("entailment", "not_entailment"),
+        ("accuracy",),
+        _splits(),
+        {"test": "RTE.tsv"},
+        hub_columns=("sentence1", "sentence2"),
+    ),
+    "wnli": GlueTask(
+        "wnli",
+        "WNLI",
+        ("sentence1", "sentence2"),
+        "label",
+        ("0", "1"),
+        ("accuracy",),
+        _splits(),
+        {"test": "WNLI.tsv"},
+        hub_columns=("sentence1", "sentence2"),
+    ),
+}
+
+
+def evaluation_splits(task: GlueTask) -> list[str]:
+    """The labelled splits a task is evaluated on (MNLI: matched and mismatched)."""
+    return [split for split in task.splits if split.startswith("validation")]
+
+
+def test_splits(task: GlueTask) -> list[str]:
+    """The unlabelled splits predictions are written for."""
+    return [split for split in task.splits if split.startswith("test")]
+
+
+def _read_tsv_rows(path: Path) -> list[list[str]]:
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(f"{path}: cannot read ({error})") from error
+
+
+def read_glue_split(task: GlueTask, data_dir: str | Path, split: str) -> datasets.Dataset:
+    """Read one split of a GLUE task from `data_dir/<Task>/<file>.tsv`, validating every row."""
+    path = Path(data_dir) / task.directory / task.splits[split]
+    rows = _read_tsv_rows(path)
+    labelled = not split.startswith("test")
+    if task.positional_columns is not None and labelled:
+        header, first_line = list(task.positional_columns), 1
+    else:
+        if not rows:
+            raise DataError(f"{path}: empty file (no header)")
+        header, rows, first_line = rows[0], rows[1:], 2
+    needed = list(task.text_columns) + ([task.label_column] if labelled else [])
+    if not labelled:
+        needed.append("id" if task.name == "qqp" else "index")
+    missing = [column for column in needed if column not in header]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {missing}; the header has {header}")
+    positions = {column: header.index(column) for column in needed}
+    records: dict[str, list] = {"text_a": [], "index": []}
+    if len(task.text_columns) == 2:
+        records["text_b"] = []
+    if labelled:
+        records["label"] = []
+    for number, row in enumerate(rows, start=first_line):
+        if len(row) != len(header):
+            raise DataError(f"{path}:{number}: expected {len(header)} tab-separated fields, found {len(row)}")
+        records["text_a"].append(row[positions[task.text_columns[0]]])
+        if len(task.text_columns) == 2:
+            records["text_b"].append(row[positions[task.text_columns[1]]])
+        index_column = "id" if task.name == "qqp" else "index"
+        records["index"].append(row[positions[index_column]] if not labelled else str(number - first_line))
+        if labelled:
+            records["label"].append(_parse_label(task, row[positions[task.label_column]], path, number))
+    if not records["text_a"]:
+        raise DataError(f"{path}: the split {split!r} has no examples")
+    return datasets.Dataset.from_dict(records)
+
+
+def _parse_label(task: GlueTask, raw: str, path: Path, number: int) -> int | float:
+    if task.is_regression:
+        try:
+            return float(raw)
+        except ValueError:
+            raise DataError(f"{path}:{number}: the score {raw!r} is not a number") from None
+    if raw not in task.labels:
+        raise DataError(f"{path}:{number}: unknown label {raw!r}; expected one of {list(task.labels)}")
+    return task.labels.index(raw)
+
+
+def read_glue(task: GlueTask, data_dir: str | Path, with_test: bool = True) -> datasets.DatasetDict:
+    """All splits of a task from the published TSV layout (test splits only when present or requested)."""
+    splits = {}
+    for split in task.splits:
+        if split.startswith("test") and not with_test:
+            continue
+        splits[split] = read_glue_split(task, data_dir, split)
+    return datasets.DatasetDict(splits)
+
+
+def from_hub_glue(task: GlueTask, loaded: datasets.DatasetDict) -> datasets.DatasetDict:
+    """Map the `datasets` GLUE schema (`nyu-mll/glue` or a `save_to_disk` copy) onto ours, labels by name."""
+    converted = {}
+    for split in task.splits:
+        if split not in loaded:
+            raise DataError(f"the dataset has no split {split!r}; it has {list(loaded)}")
+        dataset = loaded[split]
+        missing = [column for column in (*task.hub_columns, "idx") if column not in dataset.column_names]
+        if missing:
+            raise DataError(f"split {split!r}: missing column(s) {missing}; it has {dataset.column_names}")
+        records = {"text_a": dataset[task.hub_columns[0]], "index": [str(i) for i in dataset["idx"]]}
+        if len(task.hub_columns) == 2:
+            records["text_b"] = dataset[task.hub_columns[1]]
+        if not split.startswith("test"):
+            labels = dataset["label"]
+            if not task.is_regression:
+                names = dataset.features["label"].names if hasattr(dataset.features["label"], "names") else None
+                if names is not None:
+                    labels = [task.labels.index(names[label]) for label in labels]
+            records["label"] = labels
+        converted[split] = datasets.Dataset.from_dict(records)
+    return datasets.DatasetDict(converted)
+
+
+def read_cail_split(path: str | Path) -> list[dict]:
+    """CAIL2019-SCM triplets from a JSON-lines file: keys `A`, `B`, `C` (texts) and `label` ("B" or "C": which of
+    B and C is more similar to A)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(f"{path}: cannot read ({error})") from error
+    triplets = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}:{number}: expected a JSON object")
+        missing = [key for key in ("A", "B", "C", "label") if key not in record]
+        if missing:
+            raise DataError(f"{path}:{number}: missing key(s) {missing}")
+        for key in ("A", "B", "C"):
+            if not isinstance(record[key], str):
+                raise DataError(f"{path}:{number}: `{key}` must be a string")
+        if record["label"] not in ("B", "C"):
+            raise DataError(f"{path}:{number}: unknown label {record['label']!r}; expected 'B' or 'C'")
+        triplets.append({key: record[key] for key in ("A", "B", "C", "label")})
+    if not triplets:
+        raise DataError(f"{path}: no triplets")
+    return triplets
+
+
+def cail_pairs(triplets: list[dict]) -> datasets.Dataset:
+    """Each triplet becomes two pairs, (A, B) then (A, C), labelled 1 for the more similar one and 0 for the other."""
+    records = {"text_a": [], "text_b": [], "label": []}
+    for triplet in triplets:
+        for candidate in ("B", "C"):
+            records["text_a"].append(triplet["A"])
+            records["text_b"].append(triplet[candidate])
+            records["label"].append([1.0 if triplet["label"] == candidate else 0.0])
+    return datasets.Dataset.from_dict(records)

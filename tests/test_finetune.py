@@ -1,0 +1,377 @@
+"""Fine-tuning with the Trainer: GLUE (all 9 tasks) and CAIL2019-SCM from their published formats, metrics, resume,
+DDP, bad input, and the demo."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import hf_roformer
+from hf_roformer.training.data import GLUE_TASKS, DataError
+from hf_roformer.training.finetune import run_cail, run_glue
+from hf_roformer.training.metrics import glue_metrics, triplet_accuracy
+
+
+ASCII = [chr(code) for code in range(33, 127) if not chr(code).isupper()]
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A tiny random RoFormer with a char-level tokenizer over ASCII, saved like a pre-trained checkpoint."""
+    path = tmp_path_factory.mktemp("checkpoint")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *ASCII, *("##" + c for c in ASCII if c.isalnum())]
+    tokenizer = hf_roformer.HfRoFormerTokenizer({token: i for i, token in enumerate(vocab)}, word_level=False)
+    torch.manual_seed(0)
+    config = hf_roformer.HfRoFormerConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    hf_roformer.HfRoFormerModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+WORDS = "the a good bad movie film was is great awful fine plot actor story not very".split()
+
+
+def sentence(rng, length=6):
+    return " ".join(rng.choice(WORDS) for _ in range(length))
+
+
+def write_tsv(path: Path, rows: list[list[str]]):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def make_glue(root: Path, name: str, examples: int = 24, seed: int = 0) -> Path:
+    """Tiny files of one GLUE task, with the columns and headers of the published files."""
+    rng = np.random.default_rng(seed)
+    task = GLUE_TASKS[name]
+    directory = root / task.directory
+
+    def label():
+        if task.is_regression:
+            return f"{rng.uniform(0, 5):.3f}"
+        return str(rng.choice(task.labels))
+
+    mnli_cols = "index promptID pairID genre sentence1_binary_parse sentence2_binary_parse".split()
+    mnli_cols += "sentence1_parse sentence2_parse sentence1 sentence2".split()
+    for split, file in task.splits.items():
+        test = split.startswith("test")
+        n = examples if split == "train" else examples // 2
+        if name == "cola":
+            if test:
+                rows = [["index", "sentence"]] + [[str(i), sentence(rng)] for i in range(n)]
+            else:
+                rows = [["gj04", label(), "", sentence(rng)] for _ in range(n)]
+        elif name == "sst2":
+            header = ["index", "sentence"] if test else ["sentence", "label"]
+            rows = [header] + [[str(i), sentence(rng)] if test else [sentence(rng), label()] for i in range(n)]
+        elif name == "mrpc":
+            header = ["index" if test else "Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+            rows = [header] + [[str(i) if test else label(), "1", "2", sentence(rng), sentence(rng)] for i in range(n)]
+        elif name == "stsb":
+            header = "index genre filename year old_index source1 source2 sentence1 sentence2".split()
+            header += [] if test else ["score"]
+            rows = [header] + [
+                [str(i), "main", "f", "2012", "0", "none", "none", sentence(rng), sentence(rng)]
+                + ([] if test else [label()])
+                for i in range(n)
+            ]
+        elif name == "qqp":
+            header = (
+                ["id", "question1", "question2"]
+                if test
+                else ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
+            )
+            rows = [header] + [
+                [str(i), sentence(rng), sentence(rng)]
+                if test
+                else [str(i), "1", "2", sentence(rng), sentence(rng), label()]
+                for i in range(n)
+            ]
+        elif name == "mnli":
+            header = mnli_cols + ([] if test else (["label1", "gold_label"]))
+            rows = [header] + [
+                [str(i), "1", "1n", "fiction", "(", "(", "(", "(", sentence(rng), sentence(rng)]
+                + ([] if test else [label(), label()])
+                for i in range(n)
+            ]
+        else:  # qnli, rte, wnli
+            first, second = ("question", "sentence") if name == "qnli" else ("sentence1", "sentence2")
+            header = ["index", first, second] + ([] if test else ["label"])
+            rows = [header] + [[str(i), sentence(rng), sentence(rng)] + ([] if test else [label()]) for i in range(n)]
+        write_tsv(directory / file, rows)
+    return root
+
+
+def glue_argv(checkpoint, data_dir, output_dir, task, *extra):
+    return [
+        "--task", task, "--model", str(checkpoint), "--data_dir", str(data_dir), "--output_dir", str(output_dir),
+        "--max_length", "32", "--num_train_epochs", "1", "--per_device_train_batch_size", "8",
+        "--learning_rate", "1e-3", "--use_cpu", "--disable_tqdm", "true", "--save_strategy", "no",
+        "--eval_strategy", "no", *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("task", sorted(GLUE_TASKS))
+def test_every_glue_task_runs_end_to_end(task, tiny_checkpoint, tmp_path):
+    data = make_glue(tmp_path / "glue", task)
+    output = tmp_path / "out"
+    metrics = run_glue(glue_argv(tiny_checkpoint, data, output, task))
+    spec = GLUE_TASKS[task]
+    for name in spec.metrics:
+        assert f"eval_{name}" in metrics and math.isfinite(metrics[f"eval_{name}"]), name
+    if task == "mnli":
+        assert "eval_mismatched_accuracy" in metrics
+    assert (
+        json.loads((output / "eval_results.json").read_text())["eval_" + spec.metrics[0]]
+        == metrics["eval_" + spec.metrics[0]]
+    )
+    for _split, file in spec.submission.items():
+        lines = (output / file).read_text().splitlines()
+        assert lines[0] == "index\tprediction"
+        assert len(lines) == 1 + 12
+        for line in lines[1:]:
+            index, prediction = line.split("\t")
+            if spec.is_regression:
+                assert 0.0 <= float(prediction) <= 5.0
+            else:
+                assert prediction in spec.labels
+    card = (output / "README.md").read_text()
+    assert "model-index" in card and "glue" in card
+    reloaded = hf_roformer.HfRoFormerForSequenceClassification.from_pretrained(output)
+    assert reloaded.config.num_labels == (1 if spec.is_regression else len(spec.labels))
+
+
+def test_glue_metric_values_on_known_predictions():
+    labels = np.array([1, 1, 0, 0, 1, 0])
+    predictions = np.array([1, 0, 0, 0, 1, 1])
+    # tp=2, fn=1, fp=1, tn=2
+    scores = glue_metrics(("accuracy", "f1", "matthews_correlation"), predictions, labels)
+    assert scores["accuracy"] == pytest.approx(4 / 6)
+    assert scores["f1"] == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))
+    assert scores["matthews_correlation"] == pytest.approx((2 * 2 - 1 * 1) / math.sqrt(3 * 3 * 3 * 3))
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    y = np.array([1.0, 3.0, 2.0, 5.0])
+    scores = glue_metrics(("pearson", "spearmanr"), x, y)
+    mean_x, mean_y = x.mean(), y.mean()
+    pearson = ((x - mean_x) * (y - mean_y)).sum() / math.sqrt(((x - mean_x) ** 2).sum() * ((y - mean_y) ** 2).sum())
+    assert scores["pearson"] == pytest.approx(pearson)
+    assert scores["spearmanr"] == pytest.approx(1 - 6 * (0 + 1 + 1 + 0) / (4 * (16 - 1)))
+
+
+def test_triplet_accuracy_on_hand_made_scores():
+    scores = np.array([0.9, 0.1, 0.2, 0.8, 0.5, 0.5, 0.3, 0.4])  # (AB, AC) per triplet
+    assert triplet_accuracy(scores, ["B", "C", "B", "B"]) == pytest.approx(2 / 4)
+    assert triplet_accuracy(scores.reshape(-1, 1), ["B", "C", "C", "C"]) == pytest.approx(3 / 4)
+    with pytest.raises(ValueError):
+        triplet_accuracy(scores, ["B"])
+
+
+def write_cail(directory: Path, triplets: int = 6, length: int = 1500, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        with open(directory / f"{split}.json", "w", encoding="utf-8") as handle:
+            for _ in range(triplets):
+                record = {key: sentence(rng, length // 5) for key in "ABC"}
+                record["label"] = str(rng.choice(["B", "C"]))
+                handle.write(json.dumps(record) + "\n")
+
+
+def test_cail_runs_at_1024_tokens_with_rope_scaling(tiny_checkpoint, tmp_path):
+    write_cail(tmp_path / "cail")
+    output = tmp_path / "out"
+    rope = json.dumps({"rope_type": "ntk", "factor": 16.0})
+    metrics = run_cail(
+        [
+            "--data_dir", str(tmp_path / "cail"), "--model", str(tiny_checkpoint), "--output_dir", str(output),
+            "--max_length", "1024", "--rope_parameters", rope, "--num_train_epochs", "1", "--use_cpu",
+            "--disable_tqdm", "true", "--per_device_eval_batch_size", "4",
+        ]
+    )  # fmt: skip
+    assert 0.0 <= metrics["eval_triplet_accuracy"] <= 1.0
+    assert 0.0 <= metrics["test_triplet_accuracy"] <= 1.0
+    saved = hf_roformer.HfRoFormerForSequenceClassification.from_pretrained(output)
+    assert saved.config.rope_parameters["rope_type"] == "ntk"
+    assert saved.config.classifier_pooling == "mean" and saved.config.num_labels == 1
+    predictions = (output / "test_predictions.json").read_text().splitlines()
+    assert len(predictions) == 6 and all(json.loads(line)["label"] in ("B", "C") for line in predictions)
+    tokenizer = hf_roformer.HfRoFormerTokenizer.from_pretrained(output)
+    record = json.loads((tmp_path / "cail" / "train.json").read_text().splitlines()[0])
+    assert len(tokenizer(record["A"], record["B"], truncation=True, max_length=1024)["input_ids"]) == 1024
+
+
+def final_weights(directory: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(directory / "model.safetensors")
+
+
+def test_resumed_run_equals_uninterrupted_run(tiny_checkpoint, tmp_path):
+    """Resuming from the checkpoint written at step 4 of an 8-step run (what an interruption leaves behind) ends with
+    the uninterrupted run's metrics and weights."""
+    import shutil
+
+    data = make_glue(tmp_path / "glue", "sst2", examples=64)
+    common = ["--save_strategy", "steps", "--save_steps", "4", "--max_steps", "8", "--seed", "3"]
+    whole = run_glue(glue_argv(tiny_checkpoint, data, tmp_path / "whole", "sst2", *common))
+    interrupted = tmp_path / "interrupted"
+    interrupted.mkdir()
+    shutil.copytree(tmp_path / "whole" / "checkpoint-4", interrupted / "checkpoint-4")
+    resumed = run_glue(
+        glue_argv(
+            tiny_checkpoint,
+            data,
+            interrupted,
+            "sst2",
+            *common,
+            "--resume_from_checkpoint",
+            str(interrupted / "checkpoint-4"),
+        )
+    )
+    assert resumed["eval_accuracy"] == whole["eval_accuracy"]
+    assert resumed["eval_loss"] == pytest.approx(whole["eval_loss"], abs=1e-6)
+    expected, actual = final_weights(tmp_path / "whole"), final_weights(interrupted)
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        torch.testing.assert_close(actual[name], expected[name], atol=1e-6, rtol=0, msg=name)
+
+
+DDP_SCRIPT = """
+import sys
+from hf_roformer.training.finetune import run_glue
+run_glue(sys.argv[1:])
+"""
+
+
+def logged_losses(output_dir: Path) -> list[float]:
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is exercised on Linux")
+def test_torchrun_two_processes_matches_one_process(tiny_checkpoint, tmp_path):
+    data = make_glue(tmp_path / "glue", "sst2", examples=64)
+    steps = ["--max_steps", "4", "--logging_steps", "1", "--seed", "5", "--dataloader_num_workers", "0"]
+    single = tmp_path / "single"
+    run_glue(glue_argv(tiny_checkpoint, data, single, "sst2", *steps, "--per_device_train_batch_size", "8"))
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533", str(script),
+        *glue_argv(tiny_checkpoint, data, tmp_path / "ddp", "sst2", *steps, "--per_device_train_batch_size", "4",
+                   "--ddp_backend", "gloo"),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    ddp_losses, single_losses = logged_losses(tmp_path / "ddp"), logged_losses(single)
+    assert len(ddp_losses) == len(single_losses) == 4
+    np.testing.assert_allclose(ddp_losses, single_losses, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "message"),
+    [
+        (lambda lines: lines[:3] + [lines[3] + "\textra"] + lines[4:], r"SST-2/train.tsv:4: expected 2"),
+        (lambda lines: ["sentence\tgrade"] + lines[1:], r"SST-2/train.tsv: missing column\(s\) \['label'\]"),
+        (
+            lambda lines: lines[:5] + ["nice movie\tpositive"] + lines[6:],
+            r"SST-2/train.tsv:6: unknown label 'positive'",
+        ),
+        (lambda lines: lines[:1], r"SST-2/train.tsv: the split 'train' has no examples"),
+    ],
+)
+def test_bad_glue_data_names_file_and_line(corrupt, message, tiny_checkpoint, tmp_path):
+    data = make_glue(tmp_path / "glue", "sst2")
+    train = data / "SST-2" / "train.tsv"
+    train.write_text("\n".join(corrupt(train.read_text().splitlines())) + "\n")
+    output = tmp_path / "out"
+    with pytest.raises(DataError, match=message):
+        run_glue(glue_argv(tiny_checkpoint, data, output, "sst2"))
+    assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", r"valid.json:2: not valid JSON"),
+        ('{"A": "a", "B": "b", "label": "B"}', r"valid.json:2: missing key\(s\) \['C'\]"),
+        ('{"A": "a", "B": "b", "C": "c", "label": "D"}', r"valid.json:2: unknown label 'D'"),
+    ],
+)
+def test_bad_cail_data_names_file_and_line(line, message, tiny_checkpoint, tmp_path):
+    write_cail(tmp_path / "cail", triplets=2, length=20)
+    valid = tmp_path / "cail" / "valid.json"
+    valid.write_text(valid.read_text().splitlines()[0] + "\n" + line + "\n")
+    output = tmp_path / "out"
+    with pytest.raises(DataError, match=message):
+        run_cail(["--data_dir", str(tmp_path / "cail"), "--model", str(tiny_checkpoint), "--output_dir", str(output)])
+    assert not output.exists()
+
+
+def test_glue_from_a_saved_datasets_directory(tiny_checkpoint, tmp_path):
+    """The `datasets` GLUE schema (label ids by the hub's names) read through `--dataset_dir`."""
+    import datasets
+
+    features = datasets.Features(
+        {
+            "premise": datasets.Value("string"),
+            "hypothesis": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=["entailment", "neutral", "contradiction"]),
+            "idx": datasets.Value("int32"),
+        }
+    )
+    rng = np.random.default_rng(0)
+
+    def split(n, labelled=True):
+        return datasets.Dataset.from_dict(
+            {
+                "premise": [sentence(rng) for _ in range(n)],
+                "hypothesis": [sentence(rng) for _ in range(n)],
+                "label": [int(rng.integers(3)) if labelled else -1 for _ in range(n)],
+                "idx": list(range(n)),
+            },
+            features=features,
+        )
+
+    splits = {"train": split(16), "validation_matched": split(8), "validation_mismatched": split(8)}
+    splits |= {"test_matched": split(4, False), "test_mismatched": split(4, False)}
+    datasets.DatasetDict(splits).save_to_disk(tmp_path / "mnli")
+    argv = glue_argv(tiny_checkpoint, tmp_path / "x", tmp_path / "out", "mnli")
+    argv[argv.index("--data_dir") : argv.index("--data_dir") + 2] = ["--dataset_dir", str(tmp_path / "mnli")]
+    metrics = run_glue(argv)
+    assert "eval_accuracy" in metrics and "eval_mismatched_accuracy" in metrics
+    assert len((tmp_path / "out" / "MNLI-mm.tsv").read_text().splitlines()) == 5
+
+
+def test_demo_flow_on_a_small_sample(tmp_path, capsys):
+    from hf_roformer.training.demo import run_demo
+
+    metrics = run_demo(str(tmp_path / "demo"), epochs=0.25, max_train_examples=600, test_size=200)
+    output = capsys.readouterr().out
+    assert "held-out accuracy" in output and "saved model, tokenizer and model card" in output
+    assert 0.0 <= metrics["eval_accuracy"] <= 1.0
+    assert (tmp_path / "demo" / "README.md").exists() and (tmp_path / "demo" / "vocab.txt").exists()
+    assert output.count("  positive ") + output.count("  negative ") == 3
+
+
+@pytest.mark.slow
+def test_full_demo_reaches_85_percent(tmp_path):
+    from hf_roformer.training.demo import run_demo
+
+    assert run_demo(str(tmp_path / "demo"))["eval_accuracy"] >= 0.85
