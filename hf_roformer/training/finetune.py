@@ -225,6 +225,10 @@ def run_glue(argv: list[str] | None = None) -> dict[str, float]:
             dataset="GLUE " + task.directory,
             dataset_args=task.name,
         )
+    if training_args.push_to_hub:
+        trainer.push_to_hub(
+            finetuned_from=model_args.model, dataset="GLUE " + task.directory, tasks="text-classification"
+        )
     return metrics
 
 
@@ -277,6 +281,8 @@ def run_cail(argv: list[str] | None = None) -> dict[str, float]:
             tasks="text-classification",
             dataset="CAIL2019-SCM",
         )
+    if training_args.push_to_hub:
+        trainer.push_to_hub(finetuned_from=model_args.model, dataset="CAIL2019-SCM", tasks="text-classification")
     return metrics
 
 
