@@ -14,25 +14,14 @@ from .linear_attention_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS, check_l
 from .rope_scaling_hf_roformer import check_explicit_original_length, validate_rope_parameters
 
 
-# Keys some `roformer`-type configs carry for architectures other than transformers' RoFormer (RoFormer-V2, Sim),
-# with the value that means "transformers' RoFormer". Any other value must not load silently into this architecture.
-FOREIGN_ARCHITECTURE_KEYS = {"norm_type": "layer_norm", "use_bias": True, "pooler_activation": None}
+def translate_roformer_config(config_dict: dict) -> dict:
+    """Turn the dict of a `roformer` config (transformers' RoFormer, or the RoFormer-V2/Sim configs that carry
+    `norm_type`, `use_bias` and `pooler_activation`) into one for `HfRoFormerConfig`.
 
-
-def translate_roformer_config(config_dict: dict, source: str = "config") -> dict:
-    """Turn the dict of a transformers `RoFormerConfig` (model type `roformer`) into one for `HfRoFormerConfig`.
-
-    The hyper-parameters share names and meanings; only the model type changes. A config describing another
-    architecture under the `roformer` type (e.g. RoFormer-V2's RMS norm without biases) raises a `ValueError` naming the
-    key, instead of loading into the wrong architecture.
+    The hyper-parameters share names and meanings, so they carry over and select the same architecture; values this
+    architecture does not implement fail validation with a `ValueError` naming the key.
     """
-    for key, compatible_value in FOREIGN_ARCHITECTURE_KEYS.items():
-        if key in config_dict and config_dict[key] != compatible_value:
-            raise ValueError(
-                f"{source}: `{key}`={config_dict[key]!r} describes a RoFormer variant this architecture does not "
-                f"implement (it needs `{key}`={compatible_value!r})."
-            )
-    translated = {key: value for key, value in config_dict.items() if key not in FOREIGN_ARCHITECTURE_KEYS}
+    translated = dict(config_dict)
     translated["model_type"] = HfRoFormerConfig.model_type
     return translated
 
@@ -77,6 +66,13 @@ class HfRoFormerConfig(PreTrainedConfig):
             performer-pytorch does; a different model).
         linear_attention_eps: Lower clamp of the linear-attention denominator sum_n phi(q_m)^T phi(k_n).
         linear_chunk_size: Chunk length of causal linear attention (memory O(N * chunk), speed only).
+        norm_type: "layer_norm" (RoFormer) or "rms_norm", which selects the RoFormer-V2 layout: parameter-free RMS
+            norms x / sqrt(mean(x^2) + eps), dropout before the embedding norm, and a bare tied-embedding MLM head.
+        use_bias: Biases in the transformer's linear layers (RoFormer-V2 has none).
+        pooler_activation: Add a pooler on the first token: None (no pooler), "tanh" (BERT's) or "linear"
+            (RoFormer-Sim's, whose cosine similarity compares sentences).
+        unilm: Use UniLM's sequence-to-sequence mask from `token_type_ids` (RoFormer-Sim): the source segment (0)
+            attends to itself, the target segment (1) to the source and its own past; generation appends target tokens.
         classifier_pooling: How `HfRoFormerForSequenceClassification` summarizes a sequence: "cls" (the first token,
             then dense + activation, as transformers' RoFormer) or "mean" (masked mean of all tokens, then one linear
             layer, the original CAIL2019-SCM recipe).
@@ -123,6 +119,10 @@ class HfRoFormerConfig(PreTrainedConfig):
     linear_attention_eps: float = 1e-6
     linear_chunk_size: int = 64
     classifier_pooling: str = "cls"
+    norm_type: str = "layer_norm"
+    use_bias: bool = True
+    pooler_activation: str | None = None
+    unilm: bool = False
 
     def __post_init__(self, **kwargs):
         if self.embedding_size is None:
@@ -183,6 +183,10 @@ class HfRoFormerConfig(PreTrainedConfig):
         if self.add_cross_attention and not self.is_decoder:
             raise ValueError("`add_cross_attention=True` needs `is_decoder=True`: only decoders attend to an encoder.")
         self.check_linear_attention()
+        if self.norm_type not in ("layer_norm", "rms_norm"):
+            raise ValueError(f"`norm_type` must be 'layer_norm' or 'rms_norm', got {self.norm_type!r}.")
+        if self.pooler_activation not in (None, "tanh", "linear"):
+            raise ValueError(f"`pooler_activation` must be None, 'tanh' or 'linear', got {self.pooler_activation!r}.")
         if self.classifier_pooling not in ("cls", "mean"):
             raise ValueError(f"`classifier_pooling` must be 'cls' or 'mean', got {self.classifier_pooling!r}.")
 
@@ -206,7 +210,7 @@ class HfRoFormerConfig(PreTrainedConfig):
         """Read a config file; a transformers `roformer` config is translated, so its checkpoints load unchanged."""
         config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
         if config_dict.get("model_type") == "roformer":
-            config_dict = translate_roformer_config(config_dict, source=str(pretrained_model_name_or_path))
+            config_dict = translate_roformer_config(config_dict)
         return config_dict, kwargs
 
     @classmethod

@@ -18,7 +18,7 @@ from transformers.generation import GenerationMixin
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
-    BaseModelOutputWithPastAndCrossAttentions,
+    BaseModelOutputWithPoolingAndCrossAttentions,
     CausalLMOutputWithCrossAttentions,
     MaskedLMOutput,
     MultipleChoiceModelOutput,
@@ -107,15 +107,40 @@ def eager_attention_forward(
     return attn_output, attn_weights
 
 
+class HfRoFormerRMSNorm(nn.Module):
+    """RoFormer-V2's norm: x / sqrt(mean(x^2) + eps), without gain or bias (computed in float32)."""
+
+    def __init__(self, eps: float):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Normalize the last dimension to unit root mean square."""
+        states = hidden_states.float()
+        return (states * torch.rsqrt(states.pow(2).mean(-1, keepdim=True) + self.eps)).to(hidden_states.dtype)
+
+    def extra_repr(self) -> str:
+        return f"eps={self.eps}"
+
+
+def make_norm(config: HfRoFormerConfig, size: int) -> nn.Module:
+    """The post-norm of the architecture: layer norm (RoFormer) or parameter-free RMS norm (RoFormer-V2)."""
+    if config.norm_type == "rms_norm":
+        return HfRoFormerRMSNorm(config.layer_norm_eps)
+    return nn.LayerNorm(size, eps=config.layer_norm_eps)
+
+
 class HfRoFormerEmbeddings(nn.Module):
-    """Token plus segment embeddings, then layer norm and dropout. Positions enter later, as rotations in attention."""
+    """Token plus segment embeddings, then norm and dropout (RoFormer-V2: dropout, then norm). Positions enter later,
+    as rotations in attention."""
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
-        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.LayerNorm = make_norm(config, config.embedding_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout_before_norm = config.norm_type == "rms_norm"
 
     def forward(
         self,
@@ -134,6 +159,8 @@ class HfRoFormerEmbeddings(nn.Module):
                 token_type_ids, self.token_type_embeddings.num_embeddings, "token_type_ids", "type_vocab_size"
             )
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        if self.dropout_before_norm:
+            return self.LayerNorm(self.dropout(embeddings))
         return self.dropout(self.LayerNorm(embeddings))
 
 
@@ -153,9 +180,9 @@ class HfRoFormerAttentionBase(nn.Module):
         self.config = config
         self.head_dim = config.head_dim
         self.scaling = self.head_dim**-0.5
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
         self.dropout_prob = config.attention_probs_dropout_prob
         # Explicit: SDPA treats a module without `is_causal` as causal whenever the mask is None.
         self.is_causal = is_causal
@@ -186,7 +213,7 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
     """Multi-head self-attention with queries and keys (and values, with `rotary_value`) rotated by their positions."""
 
     def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
-        super().__init__(config, layer_idx, is_causal=config.is_decoder)
+        super().__init__(config, layer_idx, is_causal=config.is_decoder and not config.unilm)
         # A rope type's attention factor (YaRN's temperature) multiplies the logits q.k once, here; never the values.
         self.scaling *= rope_attention_factor(config) ** 2
         self.rotary_value = config.rotary_value
@@ -328,8 +355,8 @@ class HfRoFormerSelfOutput(nn.Module):
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.LayerNorm = make_norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
@@ -363,7 +390,7 @@ class HfRoFormerIntermediate(nn.Module):
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.use_bias)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -376,8 +403,8 @@ class HfRoFormerOutput(nn.Module):
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.use_bias)
+        self.LayerNorm = make_norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
@@ -475,17 +502,41 @@ class HfRoFormerPredictionHeadTransform(nn.Module):
 
 
 class HfRoFormerLMPredictionHead(nn.Module):
-    """Vocabulary logits: transform, then the (tied) embedding matrix plus an output-only bias."""
+    """Vocabulary logits: transform, then the (tied) embedding matrix plus an output-only bias. RoFormer-V2's head is
+    the bare tied embedding matrix (no transform, no bias)."""
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
+        if is_bare_lm_head(config):
+            self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
+            return
         self.transform = HfRoFormerPredictionHeadTransform(config)
         self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=True)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Logits over the vocabulary."""
-        return self.decoder(self.transform(hidden_states))
+        if hasattr(self, "transform"):
+            hidden_states = self.transform(hidden_states)
+        return self.decoder(hidden_states)
+
+
+def is_bare_lm_head(config: HfRoFormerConfig) -> bool:
+    """RoFormer-V2 (`norm_type="rms_norm"`) predicts tokens with the tied embedding alone."""
+    return config.norm_type == "rms_norm"
+
+
+LM_HEAD_TIES = {
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+    "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
+}
+
+
+def lm_head_ties(config: HfRoFormerConfig) -> dict[str, str]:
+    """Tied parameters of a language-modeling head: the embedding matrix, and the bias when the head has one."""
+    if is_bare_lm_head(config):
+        return {"cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight"}
+    return dict(LM_HEAD_TIES)
 
 
 class HfRoFormerOnlyMLMHead(nn.Module):
@@ -522,7 +573,7 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
-        if isinstance(module, HfRoFormerLMPredictionHead):
+        if isinstance(module, HfRoFormerLMPredictionHead) and hasattr(module, "bias"):
             init.zeros_(module.bias)
 
     def _supports_default_dynamic_cache(self) -> bool:
@@ -536,11 +587,37 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
         return super().save_pretrained(save_directory, *args, **kwargs)
 
 
+class HfRoFormerPooler(nn.Module):
+    """Sentence vector from the first token ([CLS]): dense layer with tanh (BERT's pooler) or without activation
+    (RoFormer-Sim's linear pooler, whose cosine similarity compares sentences)."""
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh() if config.pooler_activation == "tanh" else nn.Identity()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Pooled vector of each sequence."""
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+def unilm_mask_function(token_type_ids: torch.Tensor):
+    """UniLM's sequence-to-sequence mask (RoFormer-Sim): with idx = cumsum(token_type_ids), position i may attend to
+    j iff idx[j] <= idx[i]; the source (segment 0) sees itself, the target (segment 1) the source and its past."""
+    segment_index = token_type_ids.cumsum(dim=-1)
+
+    def allowed(batch_idx, head_idx, q_idx, kv_idx):
+        return segment_index[batch_idx, kv_idx] <= segment_index[batch_idx, q_idx]
+
+    return allowed
+
+
 class HfRoFormerModel(HfRoFormerPreTrainedModel):
-    """The bare RoFormer transformer, returning hidden states.
+    """The bare RoFormer transformer, returning hidden states (and a pooled vector with `pooler_activation`).
 
     As an encoder it attends bidirectionally. With `config.is_decoder=True` it attends causally and keeps a key/value
-    cache; with `add_cross_attention=True` as well it can serve as the decoder of an `EncoderDecoderModel`.
+    cache; with `add_cross_attention=True` as well it can serve as the decoder of an `EncoderDecoderModel`. With
+    `config.unilm=True` the mask follows UniLM's sequence-to-sequence pattern from `token_type_ids`.
     """
 
     _auto_class = "AutoModel"
@@ -549,8 +626,9 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         super().__init__(config)
         self.embeddings = HfRoFormerEmbeddings(config)
         if config.embedding_size != config.hidden_size:
-            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size, bias=config.use_bias)
         self.encoder = HfRoFormerEncoder(config)
+        self.pooler = HfRoFormerPooler(config) if config.pooler_activation is not None else None
         self.rotary_emb = HfRoFormerRotaryEmbedding(config)
         self.gradient_checkpointing = False
         self.post_init()
@@ -577,7 +655,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         past_key_values: Cache | None = None,
         use_cache: bool | None = None,
         **kwargs,
-    ) -> BaseModelOutputWithPastAndCrossAttentions:
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
         """Encode a batch.
 
         Args:
@@ -626,6 +704,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
                 encoder_hidden_states,
                 past_key_values,
                 position_ids,
+                token_type_ids if past_length == 0 else None,
             )
         sequence_output = self.encoder(
             embedding_output,
@@ -641,8 +720,9 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             if isinstance(linear_cache, EncoderDecoderCache):
                 linear_cache = linear_cache.self_attention_cache
             linear_cache.seen_tokens += seq_length
-        return BaseModelOutputWithPastAndCrossAttentions(
+        return BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=sequence_output,
+            pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
             past_key_values=past_key_values if use_cache else None,
         )
 
@@ -691,9 +771,39 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         encoder_hidden_states,
         past_key_values,
         position_ids,
+        unilm_token_type_ids=None,
     ):
-        """Masks in the form the configured attention backend expects (None where no masking is needed)."""
-        if self.config.is_decoder:
+        """Masks in the form the configured attention backend expects (None where no masking is needed).
+
+        UniLM models get their sequence-to-sequence mask on a forward without cache; decoding steps after it append
+        target tokens, which see everything before them: a causal mask over the cache.
+        """
+        if self.config.unilm:
+            if self.config._attn_implementation.startswith("flash"):
+                raise ValueError("`unilm=True` needs an attention backend that takes masks: eager, sdpa or flex.")
+            if unilm_token_type_ids is not None or past_key_values is None or past_key_values.get_seq_length() == 0:
+                token_type_ids = unilm_token_type_ids
+                if token_type_ids is None:
+                    token_type_ids = torch.zeros(
+                        embedding_output.shape[:2], dtype=torch.long, device=embedding_output.device
+                    )
+                attention_mask = create_bidirectional_mask(
+                    config=self.config,
+                    inputs_embeds=embedding_output,
+                    attention_mask=attention_mask,
+                    and_mask_function=unilm_mask_function(token_type_ids),
+                    allow_is_bidirectional_skip=False,
+                )
+            else:
+                attention_mask = create_causal_mask(
+                    config=self.config,
+                    inputs_embeds=embedding_output,
+                    attention_mask=attention_mask,
+                    past_key_values=past_key_values,
+                    position_ids=position_ids,
+                    allow_is_causal_skip=False,
+                )
+        elif self.config.is_decoder:
             attention_mask = create_causal_mask(
                 config=self.config,
                 inputs_embeds=embedding_output,
@@ -719,10 +829,7 @@ class HfRoFormerForMaskedLM(HfRoFormerPreTrainedModel):
     """RoFormer with the masked-language-modeling head it was pre-trained with (`fill-mask`)."""
 
     _auto_class = "AutoModelForMaskedLM"
-    _tied_weights_keys = {
-        "cls.predictions.decoder.bias": "cls.predictions.bias",
-        "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
-    }
+    _tied_weights_keys = LM_HEAD_TIES
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
@@ -730,6 +837,7 @@ class HfRoFormerForMaskedLM(HfRoFormerPreTrainedModel):
             logger.warning("HfRoFormerForMaskedLM expects `config.is_decoder=False` (bidirectional attention).")
         self.roformer = HfRoFormerModel(config)
         self.cls = HfRoFormerOnlyMLMHead(config)
+        self._tied_weights_keys = lm_head_ties(config)
         self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
@@ -739,7 +847,8 @@ class HfRoFormerForMaskedLM(HfRoFormerPreTrainedModel):
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         """Replace the vocabulary projection and its bias."""
         self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
+        if new_embeddings.bias is not None:
+            self.cls.predictions.bias = new_embeddings.bias
 
     @can_return_tuple
     def forward(
@@ -780,10 +889,7 @@ class HfRoFormerForCausalLM(HfRoFormerPreTrainedModel, GenerationMixin):
     decoder of an `EncoderDecoderModel` when built with `add_cross_attention=True`."""
 
     _auto_class = "AutoModelForCausalLM"
-    _tied_weights_keys = {
-        "cls.predictions.decoder.bias": "cls.predictions.bias",
-        "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
-    }
+    _tied_weights_keys = LM_HEAD_TIES
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
@@ -791,6 +897,7 @@ class HfRoFormerForCausalLM(HfRoFormerPreTrainedModel, GenerationMixin):
             logger.warning("HfRoFormerForCausalLM used with `is_decoder=False`: attention will not be causal.")
         self.roformer = HfRoFormerModel(config)
         self.cls = HfRoFormerOnlyMLMHead(config)
+        self._tied_weights_keys = lm_head_ties(config)
         self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
@@ -800,7 +907,23 @@ class HfRoFormerForCausalLM(HfRoFormerPreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         """Replace the vocabulary projection and its bias."""
         self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
+        if new_embeddings.bias is not None:
+            self.cls.predictions.bias = new_embeddings.bias
+
+    def _update_model_kwargs_for_generation(self, outputs, model_kwargs, is_encoder_decoder=False, num_new_tokens=1):
+        """As `GenerationMixin` does; a UniLM model also marks generated tokens as target segment (type 1)."""
+        model_kwargs = super()._update_model_kwargs_for_generation(
+            outputs, model_kwargs, is_encoder_decoder=is_encoder_decoder, num_new_tokens=num_new_tokens
+        )
+        if self.config.unilm:
+            token_type_ids = model_kwargs.get("token_type_ids")
+            if token_type_ids is None and model_kwargs.get("attention_mask") is not None:
+                token_type_ids = torch.zeros_like(model_kwargs["attention_mask"], dtype=torch.long)
+            if token_type_ids is not None:
+                token_type_ids = token_type_ids.clone()
+                token_type_ids[:, -num_new_tokens:] = 1
+                model_kwargs["token_type_ids"] = token_type_ids
+        return model_kwargs
 
     @can_return_tuple
     def forward(

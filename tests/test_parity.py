@@ -144,13 +144,18 @@ def test_roformer_config_is_translated(tmp_path):
     assert config.rope_parameters == {"rope_type": "default", "rope_theta": 10000.0}
 
 
-def test_roformer_config_of_another_variant_is_refused(tmp_path):
-    """A `roformer` config of RoFormer-V2 (RMS norm, no biases) must not load silently into this architecture."""
+def test_roformer_config_of_roformer_v2_selects_that_architecture(tmp_path):
+    """A `roformer` config of RoFormer-V2 (RMS norm, no biases) loads into the V2 layout, an unknown variant fails."""
     config_file = tmp_path / "config.json"
     transformers.RoFormerConfig(**TINY).save_pretrained(tmp_path)
-    text = config_file.read_text().replace(
-        '"model_type": "roformer"', '"model_type": "roformer", "norm_type": "rms_norm"'
+    original = config_file.read_text()
+    v2 = '"model_type": "roformer", "norm_type": "rms_norm", "use_bias": false'
+    config_file.write_text(original.replace('"model_type": "roformer"', v2))
+    model = hf_roformer.HfRoFormerModel(hf_roformer.HfRoFormerConfig.from_pretrained(tmp_path))
+    assert model.config.norm_type == "rms_norm" and model.encoder.layer[0].attention.self.query.bias is None
+    assert not any("LayerNorm" in name for name, _ in model.named_parameters())
+    config_file.write_text(
+        original.replace('"model_type": "roformer"', '"model_type": "roformer", "norm_type": "scale"')
     )
-    config_file.write_text(text)
     with pytest.raises(ValueError, match="norm_type"):
         hf_roformer.HfRoFormerConfig.from_pretrained(tmp_path)
