@@ -19,6 +19,17 @@ def main(argv: list[str] | None = None) -> None:
     finetune.add_argument("task", choices=["glue", "cail2019-scm"])
     finetune.add_argument("arguments", nargs=argparse.REMAINDER, help="task and TrainingArguments flags")
 
+    convert = commands.add_parser("convert", help="convert an original (TF) or transformers-format RoFormer checkpoint")
+    convert.add_argument(
+        "source_dir",
+        help="released zip contents (bert_config.json, *.ckpt.*, vocab.txt) or a transformers-format directory",
+    )
+    convert.add_argument("output_dir")
+    convert.add_argument("--family", default="auto", choices=["auto", "v1", "gpt", "sim", "v2"])
+    convert.add_argument("--force", action="store_true", help="replace output_dir if it exists")
+    convert.add_argument("--layer-norm-eps", type=float, help="override the norm epsilon (default 1e-12)")
+    convert.add_argument("--push-to-hub", metavar="REPO", help="upload the converted folder to this Hub repository")
+
     plot = commands.add_parser("plot", help="figures of RoPE (needs matplotlib: pip install 'hf_roformer[plot]')")
     plot.add_argument("figure", choices=["decay", "methods"], help="long-term decay bound, or scaling methods")
     plot.add_argument("--output", required=True, help="PNG file to write")
@@ -39,6 +50,10 @@ def main(argv: list[str] | None = None) -> None:
         from .training.finetune import main as finetune_main
 
         finetune_main(args.task, args.arguments)
+    elif args.command == "convert":
+        from .conversion.cli import run_convert
+
+        run_convert(args)
     elif args.command == "plot":
         from . import plots
 

@@ -1,0 +1,33 @@
+"""`hf-roformer convert`: pick the converter for the source directory, report, optionally push."""
+
+import json
+from pathlib import Path
+
+from .convert import ConversionError, convert_tf_checkpoint, convert_transformers_roformer
+from .hub import push_folder
+from .model_card import card_for_conversion
+from .tf_checkpoint import CheckpointError
+
+
+def run_convert(args) -> None:
+    """Convert `args.source_dir` into `args.output_dir` (see `hf-roformer convert --help`)."""
+    source = Path(args.source_dir)
+    try:
+        if (source / "config.json").exists() and not list(source.glob("*.index")):
+            report = convert_transformers_roformer(
+                source, args.output_dir, force=args.force, card_renderer=card_for_conversion
+            )
+        else:
+            report = convert_tf_checkpoint(
+                source,
+                args.output_dir,
+                family=args.family,
+                force=args.force,
+                layer_norm_eps=args.layer_norm_eps,
+                card_renderer=card_for_conversion,
+            )
+    except (ConversionError, CheckpointError, FileExistsError) as error:
+        raise SystemExit(f"error: {error}") from None
+    print(json.dumps({key: value for key, value in vars(report).items() if key != "source_sha256"}, indent=2))
+    if args.push_to_hub:
+        print(push_folder(args.output_dir, args.push_to_hub))

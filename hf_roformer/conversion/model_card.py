@@ -1,0 +1,117 @@
+"""Model cards of converted checkpoints, rendered with huggingface_hub's `ModelCard` from `model_cards/template.md`."""
+
+from pathlib import Path
+
+from huggingface_hub import ModelCard, ModelCardData
+
+from .. import __version__
+from .convert import CONVERTER_VERSION, ConversionReport
+from .families import RELEASED, ReleasedCheckpoint
+
+
+TEMPLATE = Path(__file__).resolve().parent / "model_card_template.md"
+FAMILY_TEXT = {
+    "v1": "RoFormer (v1): post-LN BERT layout with rotary position embedding, masked language model",
+    "gpt": "RoFormer-GPT: causal language model (MLM head as LM head)",
+    "sim": "RoFormer-Sim (SimBERTv2): UniLM sequence-to-sequence mask, linear pooler for similarity",
+    "v2": "RoFormer-V2: parameter-free RMS norm, no biases, ReLU, bare tied MLM head",
+}
+PIPELINE = {"v1": "fill-mask", "v2": "fill-mask", "gpt": "text-generation", "sim": "sentence-similarity"}
+AUTO_CLASS = {"v1": "AutoModelForMaskedLM", "v2": "AutoModelForMaskedLM", "gpt": "AutoModelForCausalLM"}
+USAGE_NOTES = {
+    "v1": 'Fill masks with `pipeline("fill-mask", model=model, tokenizer=tokenizer)`; fine-tune any head (sequence '
+    "or token classification, QA, multiple choice) with `AutoModelFor...`.",
+    "v2": 'Fill masks with `pipeline("fill-mask", model=model, tokenizer=tokenizer)`; fine-tune any head with '
+    "`AutoModelFor...`.",
+    "gpt": 'Generate with `model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=50)`.',
+    "sim": "Similarity: encode each sentence with `AutoModel` and compare the cosine of `pooler_output`. "
+    "Paraphrases: `AutoModelForCausalLM` generates the target segment after `[CLS] text [SEP]` (generated tokens "
+    "are segment 1, under the UniLM mask).",
+}
+
+
+def repo_id_for(name: str, organization: str = "hf-roformer") -> str:
+    """Hub repository id of a converted release."""
+    return f"{organization}/{name}"
+
+
+def render_card(
+    checkpoint: ReleasedCheckpoint,
+    report: ConversionReport | None = None,
+    repo_id: str | None = None,
+    template: Path = TEMPLATE,
+) -> ModelCard:
+    """The card of a released checkpoint; without a `report` (no conversion run yet) the source hashes and fidelity
+    say they are measured at conversion."""
+    family = checkpoint.family
+    data = ModelCardData(
+        language="zh",
+        license="apache-2.0",
+        library_name="transformers",
+        pipeline_tag=PIPELINE[family],
+        tags=["roformer", "hf_roformer", "rotary-position-embedding", f"roformer-{family}"],
+    )
+    if report is None:
+        hashes = (
+            "  - not yet converted here: the hashes of the released files are recorded when `hf-roformer convert` runs"
+        )
+        fidelity = "recorded when `hf-roformer convert` runs (weights round trip and reload through AutoModel)."
+    else:
+        hashes = "\n".join(f"  - `{name}`: `{digest}`" for name, digest in report.source_sha256.items())
+        fidelity = (
+            f"{report.converted_tensors} tensors; saved weights vs source max |diff| {report.weights_max_abs_diff:.1e}; "
+            f"reloaded through AutoModel vs converted model max |diff| {report.reload_max_abs_diff:.1e}."
+        )
+    return ModelCard.from_template(
+        data,
+        template_path=str(template),
+        title=f"hf_roformer: {checkpoint.file}",
+        description=checkpoint.description,
+        source=checkpoint.file,
+        family_text=FAMILY_TEXT[family],
+        layers=checkpoint.layers,
+        hidden=checkpoint.hidden,
+        heads=checkpoint.heads,
+        vocab_size=checkpoint.vocab_size,
+        tokenizer=checkpoint.tokenizer,
+        heads_classes=", ".join(checkpoint.heads_classes),
+        auto_class=AUTO_CLASS.get(family, "AutoModelForCausalLM"),
+        repo_id=repo_id or repo_id_for(checkpoint.file),
+        usage_notes=USAGE_NOTES[family],
+        package_version=__version__,
+        converter_version=CONVERTER_VERSION,
+        source_sha256=hashes,
+        fidelity=fidelity,
+    )
+
+
+def released_checkpoint(name: str) -> ReleasedCheckpoint | None:
+    """The released checkpoint a source directory is named after, if any."""
+    return next((checkpoint for checkpoint in RELEASED if checkpoint.file == name), None)
+
+
+def card_for_conversion(report: ConversionReport, config) -> ModelCard:
+    """Card of a just-converted directory: the release it comes from, or one described from its config."""
+    checkpoint = released_checkpoint(report.source) or ReleasedCheckpoint(
+        report.source,
+        report.family,
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.num_attention_heads,
+        config.vocab_size,
+        report.tokenizer,
+        (),
+        f"A RoFormer checkpoint ({report.family} family)",
+    )
+    return render_card(checkpoint, report)
+
+
+def render_released_cards(output_dir: str | Path) -> list[Path]:
+    """Write `<output_dir>/<name>/README.md` for every released checkpoint."""
+    paths = []
+    for checkpoint in RELEASED:
+        path = Path(output_dir) / checkpoint.file / "README.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        render_card(checkpoint).save(path)
+        paths.append(path)
+    return paths
