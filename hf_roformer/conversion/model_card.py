@@ -59,8 +59,9 @@ def render_card(
     else:
         hashes = "\n".join(f"  - `{name}`: `{digest}`" for name, digest in report.source_sha256.items())
         fidelity = (
-            f"{report.converted_tensors} tensors; saved weights vs source max |diff| {report.weights_max_abs_diff:.1e}; "
-            f"reloaded through AutoModel vs converted model max |diff| {report.reload_max_abs_diff:.1e}."
+            f"{report.converted_tensors} tensors; saved weights vs source max |diff| "
+            f"{report.weights_max_abs_diff:.1e}; reloaded through AutoModel vs converted model max |diff| "
+            f"{report.reload_max_abs_diff:.1e}."
         )
     return ModelCard.from_template(
         data,
