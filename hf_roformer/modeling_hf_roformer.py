@@ -910,19 +910,28 @@ class HfRoFormerForCausalLM(HfRoFormerPreTrainedModel, GenerationMixin):
         if new_embeddings.bias is not None:
             self.cls.predictions.bias = new_embeddings.bias
 
+    def prepare_inputs_for_generation(self, *args, **kwargs):
+        """As `GenerationMixin` does; a UniLM model without `token_type_ids` reads the prompt as the source segment
+        (type 0) and every generated token as the target segment (type 1)."""
+        model_inputs = super().prepare_inputs_for_generation(*args, **kwargs)
+        if self.config.unilm and model_inputs.get("token_type_ids") is None:
+            tokens = model_inputs.get("input_ids")
+            if tokens is None:
+                tokens = model_inputs["inputs_embeds"][..., 0]
+            cache = model_inputs.get("past_key_values")
+            generated = cache is not None and cache.get_seq_length() > 0
+            model_inputs["token_type_ids"] = torch.full_like(tokens, int(generated), dtype=torch.long)
+        return model_inputs
+
     def _update_model_kwargs_for_generation(self, outputs, model_kwargs, is_encoder_decoder=False, num_new_tokens=1):
-        """As `GenerationMixin` does; a UniLM model also marks generated tokens as target segment (type 1)."""
+        """As `GenerationMixin` does; a UniLM model marks the generated tokens as target segment (type 1)."""
         model_kwargs = super()._update_model_kwargs_for_generation(
             outputs, model_kwargs, is_encoder_decoder=is_encoder_decoder, num_new_tokens=num_new_tokens
         )
-        if self.config.unilm:
-            token_type_ids = model_kwargs.get("token_type_ids")
-            if token_type_ids is None and model_kwargs.get("attention_mask") is not None:
-                token_type_ids = torch.zeros_like(model_kwargs["attention_mask"], dtype=torch.long)
-            if token_type_ids is not None:
-                token_type_ids = token_type_ids.clone()
-                token_type_ids[:, -num_new_tokens:] = 1
-                model_kwargs["token_type_ids"] = token_type_ids
+        if self.config.unilm and model_kwargs.get("token_type_ids") is not None:
+            token_type_ids = model_kwargs["token_type_ids"].clone()
+            token_type_ids[:, -num_new_tokens:] = 1
+            model_kwargs["token_type_ids"] = token_type_ids
         return model_kwargs
 
     @can_return_tuple

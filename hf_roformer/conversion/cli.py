@@ -5,7 +5,6 @@ from pathlib import Path
 
 from .convert import ConversionError, convert_tf_checkpoint, convert_transformers_roformer
 from .hub import push_folder
-from .model_card import card_for_conversion
 from .tf_checkpoint import CheckpointError
 
 
@@ -14,9 +13,7 @@ def run_convert(args) -> None:
     source = Path(args.source_dir)
     try:
         if (source / "config.json").exists() and not list(source.glob("*.index")):
-            report = convert_transformers_roformer(
-                source, args.output_dir, force=args.force, card_renderer=card_for_conversion
-            )
+            report = convert_transformers_roformer(source, args.output_dir, force=args.force)
         else:
             report = convert_tf_checkpoint(
                 source,
@@ -24,7 +21,6 @@ def run_convert(args) -> None:
                 family=args.family,
                 force=args.force,
                 layer_norm_eps=args.layer_norm_eps,
-                card_renderer=card_for_conversion,
             )
     except (ConversionError, CheckpointError, FileExistsError) as error:
         raise SystemExit(f"error: {error}") from None

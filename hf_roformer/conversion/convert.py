@@ -174,6 +174,14 @@ def save_tokenizer(vocab_path: Path, directory: Path) -> str:
     return "char"
 
 
+def write_report_and_card(report: ConversionReport, config: HfRoFormerConfig, directory: Path) -> None:
+    """`conversion_report.json` and the model card (`README.md`) of a converted directory."""
+    from .model_card import card_for_conversion  # the card module reads reports: imported here, not at the top
+
+    (directory / "conversion_report.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
+    card_for_conversion(report, config).save(directory / "README.md")
+
+
 def sample_input_ids(config: HfRoFormerConfig) -> torch.Tensor:
     """A fixed batch used to check the saved model reproduces the converted one."""
     generator = torch.Generator().manual_seed(0)
@@ -196,7 +204,6 @@ def convert_tf_checkpoint(
     family: str = "auto",
     force: bool = False,
     layer_norm_eps: float | None = None,
-    card_renderer=None,
 ) -> ConversionReport:
     """Convert a released TF1 RoFormer directory (`bert_config.json`, `*.ckpt.*`, `vocab.txt`) into an hf_roformer
     checkpoint with tokenizer, generation config (GPT, Sim), model card and `conversion_report.json`."""
@@ -259,16 +266,14 @@ def convert_tf_checkpoint(
             for m in table
         )
         report.reload_max_abs_diff = check_reload(model, directory)
-        (directory / "conversion_report.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
-        if card_renderer is not None:
-            card_renderer(report, config).save(directory / "README.md")
+        write_report_and_card(report, config, directory)
 
     write_atomically(output_dir, force, write)
     return report
 
 
 def convert_transformers_roformer(
-    source_dir: str | Path, output_dir: str | Path, force: bool = False, card_renderer=None
+    source_dir: str | Path, output_dir: str | Path, force: bool = False
 ) -> ConversionReport:
     """Convert a transformers-format RoFormer directory (model type `roformer`: transformers' RoFormer or the V2 and
     Sim checkpoints published in that format) into hf_roformer, keeping its head."""
@@ -323,9 +328,7 @@ def convert_transformers_roformer(
             report.reload_max_abs_diff = float(
                 (base(inputs).last_hidden_state - reloaded(inputs).last_hidden_state).abs().max()
             )
-        (directory / "conversion_report.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
-        if card_renderer is not None:
-            card_renderer(report, config).save(directory / "README.md")
+        write_report_and_card(report, config, directory)
 
     write_atomically(output_dir, force, write)
     return report
