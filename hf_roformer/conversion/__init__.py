@@ -1,0 +1,14 @@
+"""Conversion of the original RoFormer checkpoints (TF1) and transformers-format ones into hf_roformer."""
+
+from .convert import ConversionError, ConversionReport, convert_tf_checkpoint, convert_transformers_roformer
+from .tf_checkpoint import CheckpointError, TFCheckpoint
+
+
+__all__ = [
+    "CheckpointError",
+    "ConversionError",
+    "ConversionReport",
+    "TFCheckpoint",
+    "convert_tf_checkpoint",
+    "convert_transformers_roformer",
+]
