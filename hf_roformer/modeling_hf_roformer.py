@@ -80,11 +80,29 @@ def check_ids_in_range(ids: torch.Tensor, size: int, name: str, size_name: str) 
         )
 
 
+def packed_sequence_ids(position_ids: torch.Tensor | None) -> torch.Tensor | None:
+    """For rows packing several sequences (positions restarting at 0, as `DataCollatorWithFlattening` makes them), the
+    index of the sequence each token belongs to; None for ordinary rows (or while compiling, where it is not checked).
+    """
+    if position_ids is None or position_ids.shape[-1] < 2 or torch.compiler.is_compiling():
+        return None
+    restarts = position_ids[..., 1:] <= position_ids[..., :-1]
+    if not bool(restarts.any()):
+        return None
+    return (position_ids == 0).long().cumsum(dim=-1)
+
+
 def sequence_lengths(position_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """Length of each sequence of an encoder batch: its largest real position + 1 (padding excluded)."""
+    """Length of the sequence each token of an encoder batch belongs to, `(batch, seq)`: the sequence's largest real
+    position + 1 (padding excluded; each sequence of a packed row separately)."""
     if attention_mask is not None:
         position_ids = position_ids.expand(attention_mask.shape[0], -1).masked_fill(attention_mask == 0, -1)
-    return position_ids.max(dim=-1).values + 1
+    sequence_ids = packed_sequence_ids(position_ids) if attention_mask is None else None
+    if sequence_ids is None:
+        return (position_ids.max(dim=-1, keepdim=True).values + 1).expand_as(position_ids)
+    longest = torch.full((position_ids.shape[0], int(sequence_ids.max()) + 1), -1, device=position_ids.device)
+    longest = longest.scatter_reduce(1, sequence_ids, position_ids, reduce="amax")
+    return longest.gather(1, sequence_ids) + 1
 
 
 def eager_attention_forward(
@@ -601,6 +619,15 @@ class HfRoFormerPooler(nn.Module):
         return self.activation(self.dense(hidden_states[:, 0]))
 
 
+def same_sequence_mask_function(sequence_ids: torch.Tensor):
+    """Mask function letting a token attend only within its own packed sequence."""
+
+    def allowed(batch_idx, head_idx, q_idx, kv_idx):
+        return sequence_ids[batch_idx, q_idx] == sequence_ids[batch_idx, kv_idx]
+
+    return allowed
+
+
 def unilm_mask_function(token_type_ids: torch.Tensor):
     """UniLM's sequence-to-sequence mask (RoFormer-Sim): with idx = cumsum(token_type_ids), position i may attend to
     j iff idx[j] <= idx[i]; the source (segment 0) sees itself, the target (segment 1) the source and its past."""
@@ -713,6 +740,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             encoder_attention_mask,
             position_embeddings=position_embeddings,
             past_key_values=past_key_values,
+            position_ids=position_ids,
             **kwargs,
         )
         if linear and use_cache:
@@ -761,7 +789,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             return self.rotary_emb(position_ids)
         if self.config.is_decoder:
             return self.rotary_emb.per_query(position_ids, past_length, padding_mask)
-        return self.rotary_emb(position_ids, lengths=sequence_lengths(position_ids, padding_mask)[:, None])
+        return self.rotary_emb(position_ids, lengths=sequence_lengths(position_ids, padding_mask))
 
     def _create_attention_masks(
         self,
@@ -812,8 +840,12 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
                 position_ids=position_ids,
             )
         else:
+            packed = packed_sequence_ids(position_ids) if attention_mask is None else None
             attention_mask = create_bidirectional_mask(
-                config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
+                config=self.config,
+                inputs_embeds=embedding_output,
+                attention_mask=attention_mask,
+                and_mask_function=same_sequence_mask_function(packed) if packed is not None else None,
             )
         if encoder_attention_mask is not None:
             encoder_attention_mask = create_bidirectional_mask(

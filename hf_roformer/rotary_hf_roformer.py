@@ -16,10 +16,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .rope_scaling_hf_roformer import (
-    is_length_dependent,
-    rope_inverse_frequencies,
-)
+from .rope_scaling_hf_roformer import is_length_dependent, rope_inverse_frequencies
+from .rotary_kernels_hf_roformer import kernel_applies, rotate_with_kernel
 
 
 class PerQueryRotation(NamedTuple):
@@ -172,8 +170,12 @@ def apply_rotary_pos_emb(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Rotate queries and keys (and values when given, for `rotary_value`) by their positions' angles.
 
-    The single entry point attention code calls, so faster implementations can be dispatched here without touching it.
+    The single entry point attention code calls: on CUDA with Triton the fused kernel rotates all of them in one
+    launch; elsewhere (and as the reference) the PyTorch implementation of eq. 34 does.
     """
+    if kernel_applies(query):
+        rotated = rotate_with_kernel([query, key] + ([] if value is None else [value]), cos, sin)
+        return rotated[0], rotated[1], rotated[2] if value is not None else None
     query = rotate_interleaved(query, cos, sin)
     key = rotate_interleaved(key, cos, sin)
     if value is not None:

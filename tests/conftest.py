@@ -1,10 +1,18 @@
 """Shared fixtures: tiny configurations and inputs, so every test builds its models in milliseconds."""
 
-import pytest
-import torch
-import transformers
+import os
 
-import hf_roformer
+import torch
+
+
+# Without a GPU, Triton kernels are exercised through Triton's interpreter (it must be chosen before they are defined).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import transformers  # noqa: E402
+
+import hf_roformer  # noqa: E402
 
 
 TINY = dict(

@@ -21,6 +21,8 @@ HUB_FILES = {
     "modeling_hf_roformer.py",
     "rotary_hf_roformer.py",
     "rope_scaling_hf_roformer.py",
+    "rotary_kernels_hf_roformer.py",
+    "linear_attention_hf_roformer.py",
 }
 
 

@@ -414,7 +414,8 @@ def test_push_uploads_everything_a_remote_user_needs(tmp_path):
     expected = {
         "model.safetensors", "config.json", "generation_config.json", "README.md", "conversion_report.json",
         "configuration_hf_roformer.py", "modeling_hf_roformer.py", "rotary_hf_roformer.py",
-        "rope_scaling_hf_roformer.py", "linear_attention_hf_roformer.py", "tokenizer.json", "tokenizer_config.json",
+        "rope_scaling_hf_roformer.py", "linear_attention_hf_roformer.py", "rotary_kernels_hf_roformer.py",
+        "tokenizer.json", "tokenizer_config.json",
     }  # fmt: skip
     assert expected <= set(files), expected - set(files)
     auto_map = json.loads((output / "config.json").read_text())["auto_map"]

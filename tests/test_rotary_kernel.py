@@ -1,0 +1,112 @@
+"""The fused Triton RoPE kernel equals the PyTorch reference of eq. 34, forward and backward. On CUDA it runs on the
+GPU; without one it runs through Triton's interpreter (skipped only when Triton is not installed)."""
+
+import math
+
+import pytest
+import torch
+from conftest import tiny_config
+
+import hf_roformer
+from hf_roformer import rotary_hf_roformer, rotary_kernels_hf_roformer
+from hf_roformer.rope_scaling_hf_roformer import rope_inverse_frequencies
+from hf_roformer.rotary_hf_roformer import rotate_interleaved, rotation_cos_sin
+
+
+pytestmark = pytest.mark.skipif(not rotary_kernels_hf_roformer.TRITON_AVAILABLE, reason="Triton is not installed")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SHAPES = [(2, 17, 3, 32), (1, 5, 4, 64), (2, 9, 2, 128)]  # batch, seq (odd lengths), heads, head dim
+
+
+def angles(batch, seq, dim, scaled=False):
+    """cos/sin of random per-token positions, optionally with YaRN-scaled frequencies."""
+    config = tiny_config(hidden_size=dim * 2, num_attention_heads=2)
+    if scaled:
+        config = tiny_config(
+            hidden_size=dim * 2,
+            num_attention_heads=2,
+            rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+        )
+    positions = torch.randint(0, 5000, (batch, seq))
+    cos, sin = rotation_cos_sin(positions, rope_inverse_frequencies(config))
+    return cos.to(DEVICE), sin.to(DEVICE)
+
+
+def projections(batch, seq, heads, dim, dtype, count):
+    """`count` tensors laid out as attention sees them: transposed, non-contiguous views of (batch, seq, heads, dim)."""
+    return [
+        torch.randn(batch, seq, heads, dim, device=DEVICE, dtype=dtype).transpose(1, 2).requires_grad_()
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("scaled", [False, True])
+@pytest.mark.parametrize("with_value", [False, True])
+def test_fp32_forward_and_gradients_equal_reference(shape, scaled, with_value):
+    batch, seq, heads, dim = shape
+    cos, sin = angles(batch, seq, dim, scaled)
+    tensors = projections(batch, seq, heads, dim, torch.float32, 3 if with_value else 2)
+    assert not tensors[0].is_contiguous()
+    outputs = rotary_kernels_hf_roformer.rotate_with_kernel(tensors, cos, sin)
+    weights = [torch.randn_like(output) for output in outputs]
+    sum((output * weight).sum() for output, weight in zip(outputs, weights, strict=True)).backward()
+    kernel_grads = [tensor.grad.clone() for tensor in tensors]
+    for tensor in tensors:
+        tensor.grad = None
+    references = [rotate_interleaved(tensor, cos, sin) for tensor in tensors]
+    sum((ref * weight).sum() for ref, weight in zip(references, weights, strict=True)).backward()
+    for output, reference, kernel_grad, tensor in zip(outputs, references, kernel_grads, tensors, strict=True):
+        assert output.stride() == tensor.stride()  # the layout is kept
+        torch.testing.assert_close(output, reference, atol=1e-6, rtol=0)
+        torch.testing.assert_close(kernel_grad, tensor.grad, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_within_rounding_of_float32(dtype):
+    batch, seq, heads, dim = SHAPES[0]
+    cos, sin = angles(batch, seq, dim)
+    tensors = projections(batch, seq, heads, dim, dtype, 2)
+    outputs = rotary_kernels_hf_roformer.rotate_with_kernel(tensors, cos, sin)
+    for output, tensor in zip(outputs, tensors, strict=True):
+        assert output.dtype == dtype
+        exact = rotate_interleaved(tensor.detach().float(), cos, sin)
+        torch.testing.assert_close(output.float(), exact, atol=2e-2, rtol=2e-2)
+    outputs[0].float().sum().backward()
+    assert tensors[0].grad.dtype == dtype and torch.isfinite(tensors[0].grad).all()
+
+
+def test_model_with_the_kernel_equals_the_reference_path(monkeypatch, batch):
+    """The model dispatches rotations to the kernel (forced here for CPU tensors) with identical outputs and grads."""
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerForMaskedLM(tiny_config(rotary_value=True)).to(DEVICE)
+    inputs = {key: value.to(DEVICE) for key, value in batch.items()}
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+    reference = model(**inputs, labels=labels)
+    reference.loss.backward()
+    reference_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    calls = []
+
+    def always(query):
+        calls.append(query.shape)
+        return True
+
+    monkeypatch.setattr(rotary_hf_roformer, "kernel_applies", always)
+    output = model(**inputs, labels=labels)
+    output.loss.backward()
+    assert len(calls) == model.config.num_hidden_layers
+    torch.testing.assert_close(output.logits, reference.logits, atol=1e-5, rtol=0)
+    for name, grad in reference_grads.items():
+        torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_kernel_is_used_automatically_on_cuda_and_compiles():
+    model = hf_roformer.HfRoFormerModel(tiny_config()).cuda().eval()
+    assert rotary_kernels_hf_roformer.kernel_applies(torch.zeros(1, device="cuda"))
+    compiled = torch.compile(model, fullgraph=True)
+    input_ids = torch.randint(1, 99, (2, 33), device="cuda")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(input_ids).last_hidden_state, model(input_ids).last_hidden_state)
+    assert math.isfinite(float(model(input_ids).last_hidden_state.sum()))
