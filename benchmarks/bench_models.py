@@ -39,7 +39,7 @@ PRESETS = {
         "dtype": "bfloat16",
         "threads": None,
         "size": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
-        "inference": [(32, 128), (8, 512), (2, 1536), (8, 2048)],
+        "inference": [(32, 128), (8, 512), (2, 1536), (8, 2048), (1, 8192)],
         "training": [(8, 512), (8, 2048)],
         "repeats": 20,
     },

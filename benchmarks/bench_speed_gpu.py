@@ -1,0 +1,164 @@
+"""GPU speed measurements: fused RoPE kernel bandwidth, padded vs packed batches, and a 32k-token forward.
+
+    python benchmarks/bench_speed_gpu.py                    # CUDA, bf16 -> results/speed_<gpu>.{json,md}
+    python benchmarks/bench_speed_gpu.py --device cpu --smoke   # tiny sizes, checks the script runs
+
+1. RoPE on q and k of 8 x 2048 x 12 heads x 64 (bf16): the fused kernel, the PyTorch path of this package, and the
+   formula of transformers' RoFormer, against a device copy of the same bytes (read q, k; write q, k). Forward and
+   forward + backward.
+2. A padded batch (16 sequences, ~70% real tokens) through the base model: padded SDPA vs the same tokens packed into
+   one row (DataCollatorWithFlattening convention), with flash-attention-2 when installed.
+3. One 32,768-token sequence through the base model (768 hidden, 12 layers): time and peak memory.
+Model throughput against transformers' RoFormer and BERT is `bench_models.py --preset gpu`.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+from transformers.models.roformer.modeling_roformer import RoFormerSelfAttention
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+
+import hf_roformer  # noqa: E402
+from hf_roformer import rotary_kernels_hf_roformer  # noqa: E402
+from hf_roformer.rotary_hf_roformer import rotate_interleaved, rotation_cos_sin  # noqa: E402
+
+
+def transformers_roformer_rotation(query, key, cos, sin):
+    """The rotation formula of transformers' RoFormer (`apply_rotary_position_embeddings`), for comparison; it takes
+    one table holding sin then cos."""
+    sinusoidal = torch.cat([sin, cos], dim=-1)[:, None]
+    return RoFormerSelfAttention.apply_rotary_position_embeddings(sinusoidal, query, key)
+
+
+def rope_bandwidth(device, dtype, shape, repeats) -> dict:
+    batch, seq, heads, dim = shape
+    query = torch.randn(batch, seq, heads, dim, device=device, dtype=dtype).transpose(1, 2)
+    key = torch.randn(batch, seq, heads, dim, device=device, dtype=dtype).transpose(1, 2)
+    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim)
+    cos, sin = rotation_cos_sin(torch.arange(seq, device=device)[None], inv_freq)
+    moved = 4 * query.numel() * query.element_size()  # read q, k and write q, k
+    candidates = {
+        "device copy": lambda: (query.clone(), key.clone()),
+        "torch path (hf_roformer)": lambda: (rotate_interleaved(query, cos, sin), rotate_interleaved(key, cos, sin)),
+        "transformers RoFormer formula": lambda: transformers_roformer_rotation(query, key, cos, sin),
+    }
+    if rotary_kernels_hf_roformer.kernel_applies(query):
+        candidates["fused Triton kernel"] = lambda: rotary_kernels_hf_roformer.rotate_with_kernel(
+            [query, key], cos, sin
+        )
+    results = {}
+    for name, function in candidates.items():
+        timing = benchlib.time_call(function, device, repeats=repeats, warmup=3)
+        results[name] = {"us": timing["median_s"] * 1e6, "GB_per_s": moved / timing["median_s"] / 1e9}
+    if "fused Triton kernel" in candidates:
+        q = query.detach().requires_grad_()
+        k = key.detach().requires_grad_()
+
+        def forward_backward():
+            outputs = rotary_kernels_hf_roformer.rotate_with_kernel([q, k], cos, sin)
+            torch.autograd.backward(outputs, [torch.ones_like(o) for o in outputs])
+
+        timing = benchlib.time_call(forward_backward, device, repeats=repeats, warmup=3)
+        results["fused Triton kernel, forward + backward"] = {
+            "us": timing["median_s"] * 1e6,
+            "GB_per_s": 2 * moved / timing["median_s"] / 1e9,
+        }
+    return results
+
+
+def base_model(device, dtype, size, attn_implementation="sdpa"):
+    config = hf_roformer.HfRoFormerConfig(vocab_size=50000, attn_implementation=attn_implementation, **size)
+    torch.manual_seed(0)
+    return hf_roformer.HfRoFormerModel(config).to(device, dtype).eval()
+
+
+def padded_vs_packed(device, dtype, size, lengths, repeats) -> dict:
+    model = base_model(device, dtype, size)
+    width = max(lengths)
+    input_ids = torch.randint(5, 50000, (len(lengths), width), device=device)
+    attention_mask = (torch.arange(width, device=device)[None] < torch.tensor(lengths, device=device)[:, None]).long()
+    packed_ids = torch.cat([input_ids[row, :length] for row, length in enumerate(lengths)])[None]
+    packed_positions = torch.cat([torch.arange(length, device=device) for length in lengths])[None]
+    runs = {
+        "padded, sdpa": (model, dict(input_ids=input_ids, attention_mask=attention_mask)),
+        "packed row, sdpa": (model, dict(input_ids=packed_ids, position_ids=packed_positions)),
+    }
+    if device.type == "cuda" and transformers.utils.is_flash_attn_2_available():
+        flash = base_model(device, dtype, size, "flash_attention_2")
+        runs["packed row, flash_attention_2"] = (flash, dict(input_ids=packed_ids, position_ids=packed_positions))
+    results = {"real_token_share": sum(lengths) / (len(lengths) * width)}
+    for name, (runner, inputs) in runs.items():
+        with torch.inference_mode():
+            timing = benchlib.time_call(lambda r=runner, i=inputs: r(**i), device, repeats=repeats, warmup=2)
+        results[name] = {"ms": timing["median_s"] * 1e3, "real_tokens_per_s": sum(lengths) / timing["median_s"]}
+    return results
+
+
+def long_sequence(device, dtype, size, length) -> dict:
+    model = base_model(device, dtype, size)
+    input_ids = torch.randint(5, 50000, (1, length), device=device)
+    baseline = benchlib.reset_peak_memory(device)
+    with torch.inference_mode():
+        timing = benchlib.time_call(lambda: model(input_ids), device, repeats=3, warmup=1)
+    return {
+        "tokens": length,
+        "seconds": timing["median_s"],
+        "peak_extra_mb": (benchlib.peak_memory(device) - baseline) / 2**20,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    if args.smoke:
+        size = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+        shape, lengths, long_length, repeats = (2, 64, 2, 32), [40, 28, 64, 17], 1024, 2
+    else:
+        size = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+        lengths = [512, 480, 300, 512, 128, 400, 512, 256, 350, 512, 200, 450, 512, 380, 300, 240]
+        shape, long_length, repeats = (8, 2048, 12, 64), 32768, 20
+    payload = {
+        "machine": benchlib.machine_info(device),
+        "rope": rope_bandwidth(device, dtype, shape, repeats),
+        "padded_vs_packed": padded_vs_packed(device, dtype, size, lengths, repeats),
+        "long_sequence": long_sequence(device, dtype, size, long_length),
+    }
+    machine = payload["machine"]
+    rope_rows = [[name, f"{r['us']:.1f}", f"{r['GB_per_s']:.0f}"] for name, r in payload["rope"].items()]
+    packed = payload["padded_vs_packed"]
+    packed_rows = [
+        [name, f"{r['ms']:.2f}", f"{r['real_tokens_per_s']:,.0f}"]
+        for name, r in packed.items()
+        if name != "real_token_share"
+    ]
+    long = payload["long_sequence"]
+    markdown = (
+        f"# Speed on {machine.get('gpu', machine['cpu'])}\n\ntorch {machine['torch']}, transformers "
+        f"{machine['transformers']}, {dtype}, {machine['date']}.\n\n## RoPE on q and k {shape}\n\n"
+        + benchlib.markdown_table(["implementation", "us", "GB/s"], rope_rows)
+        + f"\n## Padded batch ({packed['real_token_share']:.0%} real tokens) vs packed row\n\n"
+        + benchlib.markdown_table(["run", "ms", "real tokens/s"], packed_rows)
+        + f"\n## One {long['tokens']:,}-token sequence, base model\n\n{long['seconds']:.2f} s, peak "
+        f"{long['peak_extra_mb']:,.0f} MB above the model.\n"
+    )
+    if args.smoke:  # a check that the script runs, not a measurement to keep
+        print(markdown)
+        return
+    for path in benchlib.write_results(
+        f"speed_{machine.get('gpu', 'cpu').replace(' ', '_').lower()}", payload, markdown
+    ):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
