@@ -1,5 +1,6 @@
 """Shared fixtures: tiny configurations and inputs, so every test builds its models in milliseconds."""
 
+import math
 import os
 
 import torch
@@ -57,3 +58,57 @@ def randomize_norms(model: torch.nn.Module, seed: int = 0) -> None:
         for name, parameter in model.named_parameters():
             if "LayerNorm" in name or name.endswith("bias"):
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.1 + ("weight" in name))
+
+
+def rotation_matrix(angles: torch.Tensor) -> torch.Tensor:
+    """R_{Theta,m} of paper eq. 15 written out: a block-diagonal float64 matrix rotating pair i by `angles[i]`."""
+    dim = 2 * angles.numel()
+    matrix = torch.zeros(dim, dim, dtype=torch.float64)
+    for i, angle in enumerate(angles.tolist()):
+        matrix[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
+            [[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=torch.float64
+        )
+    return matrix
+
+
+def greedy_with_logits(model, input_ids: torch.Tensor, steps: int, **kwargs):
+    """Greedy `generate` with the cache: the sequences and the logits of every step `(batch, steps, vocab)`."""
+    output = model.generate(
+        input_ids,
+        max_new_tokens=steps,
+        min_new_tokens=steps,
+        do_sample=False,
+        use_cache=True,
+        return_dict_in_generate=True,
+        output_logits=True,
+        pad_token_id=0,
+        **kwargs,
+    )
+    return output.sequences, torch.stack(output.logits, dim=1)
+
+
+def assert_cached_generation_exact(model, prompt: torch.Tensor, steps: int, tolerance: float = 1e-5) -> None:
+    """Every step of cached greedy decoding has the logits of a forward without cache over the same tokens, and picks
+    their argmax."""
+    sequences, cached_logits = greedy_with_logits(model, prompt, steps)
+    start = prompt.shape[1]
+    with torch.no_grad():
+        for step in range(steps):
+            recomputed = model(sequences[:, : start + step], use_cache=False).logits[:, -1]
+            difference = (cached_logits[:, step] - recomputed).abs().max().item()
+            assert difference <= tolerance, f"step {step}: max |delta logits| = {difference}"
+            assert torch.equal(sequences[:, start + step], recomputed.argmax(-1))
+
+
+def assert_left_padded_generation_matches(model, prompts: list[torch.Tensor], steps: int) -> None:
+    """Greedy generation from a left-padded batch produces, row by row, what each prompt produces alone."""
+    width = max(len(prompt) for prompt in prompts)
+    input_ids = torch.zeros(len(prompts), width, dtype=torch.long)
+    attention_mask = torch.zeros(len(prompts), width, dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = prompt
+        attention_mask[row, width - len(prompt) :] = 1
+    batched, _ = greedy_with_logits(model, input_ids, steps, attention_mask=attention_mask)
+    for row, prompt in enumerate(prompts):
+        alone, _ = greedy_with_logits(model, prompt[None], steps)
+        assert batched[row, width:].tolist() == alone[0, len(prompt) :].tolist()

@@ -2,26 +2,10 @@
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import assert_cached_generation_exact, assert_left_padded_generation_matches, tiny_config
 from transformers import EncoderDecoderModel
 
 import hf_roformer
-
-
-def greedy_with_logits(model, input_ids, steps, **kwargs):
-    """Greedy `generate` with the cache, returning the generated ids and the logits of every step."""
-    output = model.generate(
-        input_ids,
-        max_new_tokens=steps,
-        min_new_tokens=steps,
-        do_sample=False,
-        use_cache=True,
-        return_dict_in_generate=True,
-        output_logits=True,
-        pad_token_id=0,
-        **kwargs,
-    )
-    return output.sequences, torch.stack(output.logits, dim=1)
 
 
 @pytest.mark.parametrize("rotary_value", [False, True])
@@ -30,17 +14,7 @@ def test_cached_generation_equals_recomputation(rotary_value, backend):
     torch.manual_seed(0)
     config = tiny_config(is_decoder=True, rotary_value=rotary_value, attn_implementation=backend)
     model = hf_roformer.HfRoFormerForCausalLM(config).eval()
-    prompt = torch.randint(1, config.vocab_size, (1, 5))
-    steps = 12
-    sequences, cached_logits = greedy_with_logits(model, prompt, steps)
-    assert sequences.shape == (1, 5 + steps)
-    with torch.no_grad():
-        for step in range(steps):
-            prefix = sequences[:, : 5 + step]
-            recomputed = model(prefix, use_cache=False).logits[:, -1]
-            difference = (cached_logits[:, step] - recomputed).abs().max().item()
-            assert difference <= 1e-5, f"step {step}: max |delta logits| = {difference}"
-            assert sequences[0, 5 + step] == recomputed.argmax(-1)[0]
+    assert_cached_generation_exact(model, torch.randint(1, config.vocab_size, (1, 5)), steps=12)
 
 
 def test_cache_positions_continue_from_the_cache_length():
@@ -58,17 +32,7 @@ def test_cache_positions_continue_from_the_cache_length():
 def test_left_padded_batch_generates_as_each_prompt_alone():
     torch.manual_seed(0)
     model = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
-    prompts = [torch.tensor([5, 6, 7, 8, 9]), torch.tensor([11, 12, 13])]
-    width = max(len(prompt) for prompt in prompts)
-    input_ids = torch.zeros(2, width, dtype=torch.long)
-    attention_mask = torch.zeros(2, width, dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt) :] = prompt
-        attention_mask[row, width - len(prompt) :] = 1
-    batched, _ = greedy_with_logits(model, input_ids, 6, attention_mask=attention_mask)
-    for row, prompt in enumerate(prompts):
-        alone, _ = greedy_with_logits(model, prompt[None], 6)
-        assert batched[row, width:].tolist() == alone[0, len(prompt) :].tolist()
+    assert_left_padded_generation_matches(model, [torch.tensor([5, 6, 7, 8, 9]), torch.tensor([11, 12, 13])], 6)
 
 
 def test_causal_lm_loss_is_shifted():

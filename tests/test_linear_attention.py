@@ -1,11 +1,9 @@
 """RoPE with linear attention (paper eq. 19): equal to a naive O(N^2) evaluation of the formula, exact recurrent
 decoding, relative positions, every head, rope scaling."""
 
-import math
-
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import assert_left_padded_generation_matches, rotation_matrix, tiny_config
 
 import hf_roformer
 from hf_roformer.linear_attention_hf_roformer import causal_linear_attention, linear_attention_features
@@ -18,17 +16,6 @@ FEATURES = {
     "relu": (torch.relu, torch.relu),
     "softmax": (lambda x: x.softmax(-1), torch.exp),
 }
-
-
-def rotation_matrix(angles: torch.Tensor) -> torch.Tensor:
-    """Block-diagonal rotation R_{Theta,m} (eq. 15) for per-pair angles."""
-    dim = 2 * angles.numel()
-    matrix = torch.zeros(dim, dim, dtype=torch.float64)
-    for i, angle in enumerate(angles.tolist()):
-        matrix[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
-            [[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=torch.float64
-        )
-    return matrix
 
 
 def naive_eq19(q, k, v, positions, inv_freq, feature_map, causal, key_mask, order, eps=1e-6):
@@ -182,17 +169,7 @@ def test_recurrent_generation_equals_full_forward(feature_map, rotary_value):
 def test_left_padded_linear_generation_matches_each_prompt():
     torch.manual_seed(0)
     model = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True, attention_type="linear")).eval()
-    prompts = [torch.tensor([5, 6, 7, 8, 9]), torch.tensor([11, 12])]
-    input_ids = torch.zeros(2, 5, dtype=torch.long)
-    attention_mask = torch.zeros(2, 5, dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, 5 - len(prompt) :] = prompt
-        attention_mask[row, 5 - len(prompt) :] = 1
-    arguments = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0)
-    batched = model.generate(input_ids, attention_mask=attention_mask, **arguments)
-    for row, prompt in enumerate(prompts):
-        alone = model.generate(prompt[None], **arguments)
-        assert batched[row, 5:].tolist() == alone[0, len(prompt) :].tolist()
+    assert_left_padded_generation_matches(model, [torch.tensor([5, 6, 7, 8, 9]), torch.tensor([11, 12])], 6)
 
 
 @pytest.mark.parametrize("is_decoder", [False, True])

@@ -6,7 +6,12 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import (
+    assert_cached_generation_exact,
+    assert_left_padded_generation_matches,
+    rotation_matrix,
+    tiny_config,
+)
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import hf_roformer
@@ -156,17 +161,6 @@ def test_yarn_equals_the_papers_formulas(head_dim, base, factor, original):
 # -- the model -----------------------------------------------------------------------------------------------------
 
 
-def rotation_matrix(angles: torch.Tensor) -> torch.Tensor:
-    """Block-diagonal rotation (eq. 15) for per-pair angles."""
-    dim = 2 * angles.numel()
-    matrix = torch.zeros(dim, dim, dtype=torch.float64)
-    for i, angle in enumerate(angles.tolist()):
-        matrix[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
-            [[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=torch.float64
-        )
-    return matrix
-
-
 SCALED = {
     "linear": {"rope_type": "linear", "factor": 4.0},
     "ntk": {"rope_type": "ntk", "factor": 4.0},
@@ -268,22 +262,7 @@ def test_cached_generation_across_the_original_length_is_exact(name, rotary_valu
         is_decoder=True, rope_parameters=CAUSAL_TYPES[name], rotary_value=rotary_value, max_position_embeddings=8
     )
     model = hf_roformer.HfRoFormerForCausalLM(config).eval()
-    prompt = torch.randint(1, 99, (1, 5))
-    steps = 14  # from length 5 to 19, across the original length 8
-    output = model.generate(
-        prompt,
-        max_new_tokens=steps,
-        min_new_tokens=steps,
-        do_sample=False,
-        return_dict_in_generate=True,
-        output_logits=True,
-        pad_token_id=0,
-    )
-    with torch.no_grad():
-        for step, logits in enumerate(output.logits):
-            recomputed = model(output.sequences[:, : 5 + step], use_cache=False).logits[:, -1]
-            difference = (logits - recomputed).abs().max().item()
-            assert difference <= 1e-5, f"step {step}: max |delta logits| = {difference}"
+    assert_cached_generation_exact(model, torch.randint(1, 99, (1, 5)), steps=14)  # lengths 5 to 19, across 8
 
 
 @pytest.mark.parametrize("name", ["dynamic", "longrope"])
@@ -291,17 +270,7 @@ def test_length_dependent_left_padded_generation_matches_each_prompt(name):
     torch.manual_seed(0)
     config = tiny_config(is_decoder=True, rope_parameters=CAUSAL_TYPES[name], max_position_embeddings=8)
     model = hf_roformer.HfRoFormerForCausalLM(config).eval()
-    prompts = [torch.tensor([5, 6, 7, 8, 9, 10]), torch.tensor([11, 12, 13])]
-    input_ids = torch.zeros(2, 6, dtype=torch.long)
-    attention_mask = torch.zeros(2, 6, dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, 6 - len(prompt) :] = prompt
-        attention_mask[row, 6 - len(prompt) :] = 1
-    arguments = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=0)
-    batched = model.generate(input_ids, attention_mask=attention_mask, **arguments)
-    for row, prompt in enumerate(prompts):
-        alone = model.generate(prompt[None], **arguments)
-        assert batched[row, 6:].tolist() == alone[0, len(prompt) :].tolist()
+    assert_left_padded_generation_matches(model, [torch.tensor([5, 6, 7, 8, 9, 10]), torch.tensor([11, 12, 13])], 8)
 
 
 def test_length_dependent_decoder_below_the_original_length_equals_default():

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import rotation_matrix, tiny_config
 
 import hf_roformer
 from hf_roformer.rope_analysis import long_term_decay_bound
@@ -14,15 +14,11 @@ from hf_roformer.rope_scaling_hf_roformer import default_inverse_frequencies
 from hf_roformer.rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb, rotate_interleaved
 
 
-def rotation_matrix(position: int, dim: int, base: float = 10000.0) -> torch.Tensor:
-    """R^d_{Theta,m} of eq. 15, written out as a block-diagonal float64 matrix with theta_i = base^(-2(i-1)/d)."""
-    matrix = torch.zeros(dim, dim, dtype=torch.float64)
-    for i in range(dim // 2):
-        angle = position * base ** (-2 * i / dim)
-        matrix[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
-            [[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=torch.float64
-        )
-    return matrix
+def paper_rotation(position: int, dim: int, base: float = 10000.0) -> torch.Tensor:
+    """R^d_{Theta,m} of eq. 15 with theta_i = base^(-2i/d), for position m."""
+    return rotation_matrix(
+        torch.tensor([position * base ** (-2 * i / dim) for i in range(dim // 2)], dtype=torch.float64)
+    )
 
 
 def test_frequencies_are_the_papers():
@@ -41,7 +37,7 @@ def test_rotation_equals_block_diagonal_matrix(dim):
     x = torch.randn(1, 2, positions.shape[1], dim, dtype=torch.float64)
     rotated = rotate_interleaved(x, cos, sin)
     for index, position in enumerate(positions[0].tolist()):
-        expected = x[0, :, index] @ rotation_matrix(position, dim).T
+        expected = x[0, :, index] @ paper_rotation(position, dim).T
         torch.testing.assert_close(rotated[0, :, index], expected, atol=1e-6, rtol=0)
 
 
@@ -71,7 +67,7 @@ def test_attention_scores_depend_on_relative_position_as_eq_16():
     scores = torch.empty(heads, 6, 6, dtype=torch.float64)
     for m in range(6):
         for n in range(6):
-            relative = rotation_matrix(n - m, dim)
+            relative = paper_rotation(n - m, dim)
             scores[:, m, n] = torch.einsum("hd,de,he->h", q[m], relative, k[n]) / math.sqrt(dim)
     torch.testing.assert_close(weights.double(), scores.softmax(-1), atol=1e-5, rtol=0)
 
