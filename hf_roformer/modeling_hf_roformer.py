@@ -719,19 +719,20 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         if linear:  # linear attention takes the padding mask of the current tokens, not an attention-score mask
             if attention_mask is not None:
                 attention_mask = attention_mask[:, -seq_length:]
-            if encoder_attention_mask is not None:
-                _, encoder_attention_mask = self._create_attention_masks(
-                    None, encoder_attention_mask, embedding_output, encoder_hidden_states, None, position_ids
-                )
         else:
-            attention_mask, encoder_attention_mask = self._create_attention_masks(
+            attention_mask = self._self_attention_mask(
                 attention_mask,
-                encoder_attention_mask,
                 embedding_output,
-                encoder_hidden_states,
                 past_key_values,
                 position_ids,
                 token_type_ids if past_length == 0 else None,
+            )
+        if encoder_attention_mask is not None:
+            encoder_attention_mask = create_bidirectional_mask(
+                config=self.config,
+                inputs_embeds=embedding_output,
+                attention_mask=encoder_attention_mask,
+                encoder_hidden_states=encoder_hidden_states,
             )
         sequence_output = self.encoder(
             embedding_output,
@@ -791,17 +792,10 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             return self.rotary_emb.per_query(position_ids, past_length, padding_mask)
         return self.rotary_emb(position_ids, lengths=sequence_lengths(position_ids, padding_mask))
 
-    def _create_attention_masks(
-        self,
-        attention_mask,
-        encoder_attention_mask,
-        embedding_output,
-        encoder_hidden_states,
-        past_key_values,
-        position_ids,
-        unilm_token_type_ids=None,
+    def _self_attention_mask(
+        self, attention_mask, embedding_output, past_key_values, position_ids, unilm_token_type_ids=None
     ):
-        """Masks in the form the configured attention backend expects (None where no masking is needed).
+        """The self-attention mask in the form the configured backend expects (None where none is needed).
 
         UniLM models get their sequence-to-sequence mask on a forward without cache; decoding steps after it append
         target tokens, which see everything before them: a causal mask over the cache.
@@ -847,14 +841,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
                 attention_mask=attention_mask,
                 and_mask_function=same_sequence_mask_function(packed) if packed is not None else None,
             )
-        if encoder_attention_mask is not None:
-            encoder_attention_mask = create_bidirectional_mask(
-                config=self.config,
-                inputs_embeds=embedding_output,
-                attention_mask=encoder_attention_mask,
-                encoder_hidden_states=encoder_hidden_states,
-            )
-        return attention_mask, encoder_attention_mask
+        return attention_mask
 
 
 class HfRoFormerForMaskedLM(HfRoFormerPreTrainedModel):
