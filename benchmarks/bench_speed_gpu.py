@@ -6,8 +6,8 @@
 1. RoPE on q and k of 8 x 2048 x 12 heads x 64 (bf16): the fused kernel, the PyTorch path of this package, and the
    formula of transformers' RoFormer, against a device copy of the same bytes (read q, k; write q, k). Forward and
    forward + backward.
-2. A padded batch (16 sequences, ~70% real tokens) through the base model: padded SDPA vs the same tokens packed into
-   one row (DataCollatorWithFlattening convention), with flash-attention-2 when installed.
+2. A padded batch (16 sequences, ~70% real tokens) through the base model in each `padding_free` mode (`auto` unpads
+   once and runs `varlen_attn`), the same tokens as one packed row, and flash-attention-2 when installed.
 3. One 32,768-token sequence through the base model (768 hidden, 12 layers): time and peak memory.
 Model throughput against transformers' RoFormer and BERT is `bench_models.py --preset gpu`.
 """
@@ -79,24 +79,39 @@ def base_model(device, dtype, size, attn_implementation="sdpa"):
 
 
 def padded_vs_packed(device, dtype, size, lengths, repeats) -> dict:
+    """The same padded batch through each `padding_free` mode (auto: a variable-length kernel where one runs), and
+    the same tokens handed over as one packed row (the `DataCollatorWithFlattening` convention)."""
     model = base_model(device, dtype, size)
     width = max(lengths)
     input_ids = torch.randint(5, 50000, (len(lengths), width), device=device)
     attention_mask = (torch.arange(width, device=device)[None] < torch.tensor(lengths, device=device)[:, None]).long()
     packed_ids = torch.cat([input_ids[row, :length] for row, length in enumerate(lengths)])[None]
     packed_positions = torch.cat([torch.arange(length, device=device) for length in lengths])[None]
+    padded = dict(input_ids=input_ids, attention_mask=attention_mask)
     runs = {
-        "padded, sdpa": (model, dict(input_ids=input_ids, attention_mask=attention_mask)),
-        "packed row, sdpa": (model, dict(input_ids=packed_ids, position_ids=packed_positions)),
+        "padded batch, sdpa, padding_free=never": (model, "never", padded),
+        "padded batch, sdpa, padding_free=auto (varlen_attn on CUDA)": (model, "auto", padded),
+        "padded batch, sdpa, padding_free=always (mask where no varlen kernel)": (model, "always", padded),
+        "packed row input, sdpa": (model, "never", dict(input_ids=packed_ids, position_ids=packed_positions)),
     }
     if device.type == "cuda" and transformers.utils.is_flash_attn_2_available():
         flash = base_model(device, dtype, size, "flash_attention_2")
-        runs["packed row, flash_attention_2"] = (flash, dict(input_ids=packed_ids, position_ids=packed_positions))
+        runs["padded batch, flash_attention_2, padding_free=never"] = (flash, "never", padded)
+        runs["padded batch, flash_attention_2, padding_free=auto"] = (flash, "auto", padded)
     results = {"real_token_share": sum(lengths) / (len(lengths) * width)}
-    for name, (runner, inputs) in runs.items():
+    real = attention_mask.bool()
+    outputs = {}
+    for name, (runner, mode, inputs) in runs.items():
+        runner.config.padding_free = mode
         with torch.inference_mode():
             timing = benchlib.time_call(lambda r=runner, i=inputs: r(**i), device, repeats=repeats, warmup=2)
+            if "attention_mask" in inputs:
+                outputs[name] = runner(**inputs).last_hidden_state[real].float()
         results[name] = {"ms": timing["median_s"] * 1e3, "real_tokens_per_s": sum(lengths) / timing["median_s"]}
+    reference = outputs.pop("padded batch, sdpa, padding_free=never")
+    for name, output in outputs.items():
+        results[name]["max_abs_diff_vs_padded"] = (output - reference).abs().max().item()
+    model.config.padding_free = "auto"
     return results
 
 
@@ -136,8 +151,15 @@ def main() -> None:
     machine = payload["machine"]
     rope_rows = [[name, f"{r['us']:.1f}", f"{r['GB_per_s']:.0f}"] for name, r in payload["rope"].items()]
     packed = payload["padded_vs_packed"]
+    padded_ms = packed["padded batch, sdpa, padding_free=never"]["ms"]
     packed_rows = [
-        [name, f"{r['ms']:.2f}", f"{r['real_tokens_per_s']:,.0f}"]
+        [
+            name,
+            f"{r['ms']:.2f}",
+            f"{r['real_tokens_per_s']:,.0f}",
+            f"{padded_ms / r['ms']:.2f}x",
+            f"{r['max_abs_diff_vs_padded']:.1e}" if "max_abs_diff_vs_padded" in r else "",
+        ]
         for name, r in packed.items()
         if name != "real_token_share"
     ]
@@ -147,7 +169,9 @@ def main() -> None:
         f"{machine['transformers']}, {dtype}, {machine['date']}.\n\n## RoPE on q and k {shape}\n\n"
         + benchlib.markdown_table(["implementation", "us", "GB/s"], rope_rows)
         + f"\n## Padded batch ({packed['real_token_share']:.0%} real tokens) vs packed row\n\n"
-        + benchlib.markdown_table(["run", "ms", "real tokens/s"], packed_rows)
+        + benchlib.markdown_table(
+            ["run", "ms", "real tokens/s", "vs padded", "max abs diff on real tokens"], packed_rows
+        )
         + f"\n## One {long['tokens']:,}-token sequence, base model\n\n{long['seconds']:.2f} s, peak "
         f"{long['peak_extra_mb']:,.0f} MB above the model.\n"
     )

@@ -11,6 +11,7 @@ from transformers.configuration_utils import PreTrainedConfig
 from transformers.modeling_rope_utils import RopeParameters
 
 from .linear_attention_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS, check_linear_attention_rope
+from .padding_free_hf_roformer import PADDING_FREE_MODES
 from .rope_scaling_hf_roformer import check_explicit_original_length, validate_rope_parameters
 
 
@@ -76,6 +77,12 @@ class HfRoFormerConfig(PreTrainedConfig):
         classifier_pooling: How `HfRoFormerForSequenceClassification` summarizes a sequence: "cls" (the first token,
             then dense + activation, as transformers' RoFormer) or "mean" (masked mean of all tokens, then one linear
             layer, the original CAIL2019-SCM recipe).
+        padding_free: How padded batches attend: "auto" packs the real tokens of every row into one row after the
+            embeddings and attends per sequence wherever a variable-length kernel runs (flash backends; SDPA on CUDA
+            in half precision without attention dropout, torch >= 2.10), "always" packs them on every backend
+            (without such a kernel a block-diagonal mask does the same job, no faster), "never" keeps the padded
+            batch. Packed outputs are zeros at padding positions. Forwards with a cache, cross-attention, a UniLM mask,
+            linear attention or requested attentions/hidden states always keep the padded batch.
 
     Example:
 
@@ -123,6 +130,7 @@ class HfRoFormerConfig(PreTrainedConfig):
     use_bias: bool = True
     pooler_activation: str | None = None
     unilm: bool = False
+    padding_free: str = "auto"
 
     def __post_init__(self, **kwargs):
         if self.embedding_size is None:
@@ -187,6 +195,8 @@ class HfRoFormerConfig(PreTrainedConfig):
             raise ValueError(f"`norm_type` must be 'layer_norm' or 'rms_norm', got {self.norm_type!r}.")
         if self.pooler_activation not in (None, "tanh", "linear"):
             raise ValueError(f"`pooler_activation` must be None, 'tanh' or 'linear', got {self.pooler_activation!r}.")
+        if self.padding_free not in PADDING_FREE_MODES:
+            raise ValueError(f"`padding_free` must be one of {list(PADDING_FREE_MODES)}, got {self.padding_free!r}.")
         if self.classifier_pooling not in ("cls", "mean"):
             raise ValueError(f"`classifier_pooling` must be 'cls' or 'mean', got {self.classifier_pooling!r}.")
 

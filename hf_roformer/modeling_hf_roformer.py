@@ -40,6 +40,7 @@ from .linear_attention_hf_roformer import (
     check_linear_attention_rope,
     linear_attention_features,
 )
+from .padding_free_hf_roformer import UnpaddedBatch, unpad_batch, varlen_attention_forward, varlen_kernel_applies
 from .rope_scaling_hf_roformer import rope_attention_factor
 from .rotary_hf_roformer import (
     HfRoFormerRotaryEmbedding,
@@ -211,7 +212,19 @@ class HfRoFormerAttentionBase(nn.Module):
         return projection(states).view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
 
     def attend(self, query, key, value, attention_mask, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Rotated queries, keys and values through the configured attention backend."""
+        """Rotated queries, keys and values through the configured attention backend (SDPA over a packed row with
+        sequence boundaries goes to its variable-length kernel)."""
+        if "cu_seq_lens_q" in kwargs and self.config._attn_implementation == "sdpa":
+            return varlen_attention_forward(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                self.scaling,
+                self.dropout_prob if self.training else 0.0,
+                **kwargs,
+            )
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -716,7 +729,15 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             position_ids = position_ids.unsqueeze(0)
         position_embeddings = self._rotary_embeddings(position_ids, attention_mask, past_length)
 
-        if linear:  # linear attention takes the padding mask of the current tokens, not an attention-score mask
+        unpadded = self._unpadded_batch(
+            attention_mask, embedding_output, position_embeddings, past_key_values, encoder_hidden_states, kwargs
+        )
+        if unpadded is not None:
+            embedding_output = unpadded.pack(embedding_output)
+            position_ids = unpadded.pack(position_ids)
+            position_embeddings = tuple(unpadded.pack(rotation) for rotation in position_embeddings)
+            attention_mask = self._packed_attention_mask(unpadded, embedding_output, kwargs)
+        elif linear:  # linear attention takes the padding mask of the current tokens, not an attention-score mask
             if attention_mask is not None:
                 attention_mask = attention_mask[:, -seq_length:]
         else:
@@ -744,6 +765,8 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             position_ids=position_ids,
             **kwargs,
         )
+        if unpadded is not None:
+            sequence_output = unpadded.unpack(sequence_output)
         if linear and use_cache:
             linear_cache = past_key_values
             if isinstance(linear_cache, EncoderDecoderCache):
@@ -791,6 +814,56 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         if self.config.is_decoder:
             return self.rotary_emb.per_query(position_ids, past_length, padding_mask)
         return self.rotary_emb(position_ids, lengths=sequence_lengths(position_ids, padding_mask))
+
+    def _unpadded_batch(
+        self, attention_mask, embedding_output, position_embeddings, past_key_values, encoder_hidden_states, kwargs
+    ) -> UnpaddedBatch | None:
+        """How to pack this padded batch into one row of real tokens (`config.padding_free`), or None to keep it.
+
+        Packing needs a forward that never looks across rows or at padded shapes: no cache, no cross-attention, no
+        UniLM mask, softmax attention, per-token rotations, no per-layer outputs; and it is skipped while compiling,
+        where the data-dependent token count would break the graph.
+        """
+        config = self.config
+        if config.padding_free == "never" or attention_mask is None or attention_mask.dim() != 2:
+            return None
+        if past_key_values is not None or encoder_hidden_states is not None or torch.compiler.is_compiling():
+            return None
+        if config.unilm or config.attention_type == "linear" or isinstance(position_embeddings, PerQueryRotation):
+            return None
+        if attention_mask.shape[1] != embedding_output.shape[1]:
+            return None
+        if any(
+            kwargs.get(f"output_{name}", getattr(config, f"output_{name}")) for name in ("attentions", "hidden_states")
+        ):
+            return None
+        dropout = config.attention_probs_dropout_prob if self.training else 0.0
+        if config.padding_free == "auto" and not varlen_kernel_applies(
+            config._attn_implementation, embedding_output, dropout
+        ):
+            return None
+        return unpad_batch(attention_mask)
+
+    def _packed_attention_mask(self, unpadded: UnpaddedBatch, packed_embeddings, kwargs):
+        """Mask of a packed row, keeping each token inside its sequence (and causal in decoders): none where a
+        variable-length kernel runs, which takes the sequence boundaries in `kwargs` instead."""
+        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
+        if varlen_kernel_applies(self.config._attn_implementation, packed_embeddings, dropout):
+            kwargs.update(unpadded.varlen_kwargs())
+            return None
+        same_sequence = same_sequence_mask_function(unpadded.sequence_ids)
+        if self.config.is_decoder:
+            return create_causal_mask(
+                config=self.config,
+                inputs_embeds=packed_embeddings,
+                attention_mask=None,
+                past_key_values=None,
+                position_ids=None,  # positions may jump (middle padding); sequences come from `same_sequence`
+                and_mask_function=same_sequence,
+            )
+        return create_bidirectional_mask(
+            config=self.config, inputs_embeds=packed_embeddings, attention_mask=None, and_mask_function=same_sequence
+        )
 
     def _self_attention_mask(
         self, attention_mask, embedding_output, past_key_values, position_ids, unilm_token_type_ids=None
