@@ -8,6 +8,7 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 """
 
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -40,6 +41,7 @@ from .linear_attention_hf_roformer import (
     check_linear_attention_rope,
     linear_attention_features,
 )
+from .model_card_hf_roformer import MODEL_TAGS, add_card_metadata, card_metadata
 from .padding_free_hf_roformer import UnpaddedBatch, unpad_batch, varlen_attention_forward, varlen_kernel_applies
 from .rope_scaling_hf_roformer import rope_attention_factor
 from .rotary_hf_roformer import (
@@ -611,11 +613,32 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
         """`generate` may create a key/value cache, except for linear attention, whose model makes its own state."""
         return self.config.attention_type != "linear"
 
+    # The Hub task of this head, written to saved and pushed cards (`model_card_hf_roformer`).
+    pipeline_tag: str | None = None
+
+    def post_init(self):
+        """transformers' end-of-construction step, plus the family's Hub tags (`model.add_model_tags` adds more)."""
+        super().post_init()
+        self.add_model_tags(list(MODEL_TAGS))
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as any `PreTrainedModel` does, with an `auto_map` naming every head and the model's source files, so
-        that `AutoModel*.from_pretrained(path, trust_remote_code=True)` works where hf_roformer is not installed."""
+        that `AutoModel*.from_pretrained(path, trust_remote_code=True)` works where hf_roformer is not installed, and
+        a card carrying `library_name`, `pipeline_tag` and the model tags (keys an existing card lacks are added)."""
         self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **AUTO_MAP}
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        result = super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True) and Path(save_directory).is_dir():
+            add_card_metadata(save_directory, self.card_metadata(), type(self).__name__)
+        return result
+
+    def card_metadata(self) -> dict:
+        """The Hub metadata of this model: `library_name`, this head's `pipeline_tag` and `model_tags`."""
+        return card_metadata("transformers", self.pipeline_tag, self.model_tags)
+
+    def _upload_modified_files(self, working_dir, *args, **kwargs):
+        """transformers' upload step of `push_to_hub`, after giving the card it wrote this model's Hub metadata."""
+        add_card_metadata(working_dir, self.card_metadata(), type(self).__name__)
+        return super()._upload_modified_files(working_dir, *args, **kwargs)
 
 
 class HfRoFormerPooler(nn.Module):
@@ -661,6 +684,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
     """
 
     _auto_class = "AutoModel"
+    pipeline_tag = "feature-extraction"
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
@@ -921,6 +945,7 @@ class HfRoFormerForMaskedLM(HfRoFormerPreTrainedModel):
     """RoFormer with the masked-language-modeling head it was pre-trained with (`fill-mask`)."""
 
     _auto_class = "AutoModelForMaskedLM"
+    pipeline_tag = "fill-mask"
     _tied_weights_keys = LM_HEAD_TIES
 
     def __init__(self, config: HfRoFormerConfig):
@@ -981,6 +1006,7 @@ class HfRoFormerForCausalLM(HfRoFormerPreTrainedModel, GenerationMixin):
     decoder of an `EncoderDecoderModel` when built with `add_cross_attention=True`."""
 
     _auto_class = "AutoModelForCausalLM"
+    pipeline_tag = "text-generation"
     _tied_weights_keys = LM_HEAD_TIES
 
     def __init__(self, config: HfRoFormerConfig):
@@ -1119,6 +1145,7 @@ class HfRoFormerForSequenceClassification(HfRoFormerPreTrainedModel):
     """
 
     _auto_class = "AutoModelForSequenceClassification"
+    pipeline_tag = "text-classification"
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
@@ -1172,6 +1199,7 @@ class HfRoFormerForMultipleChoice(HfRoFormerPreTrainedModel):
     """
 
     _auto_class = "AutoModelForMultipleChoice"
+    pipeline_tag = "multiple-choice"
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
@@ -1218,6 +1246,7 @@ class HfRoFormerForTokenClassification(HfRoFormerPreTrainedModel):
     """RoFormer with a per-token classifier (named entities, word segmentation, part-of-speech tags)."""
 
     _auto_class = "AutoModelForTokenClassification"
+    pipeline_tag = "token-classification"
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
@@ -1261,6 +1290,7 @@ class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
     """RoFormer for extractive question answering: start and end logits of the answer span."""
 
     _auto_class = "AutoModelForQuestionAnswering"
+    pipeline_tag = "question-answering"
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import huggingface_hub
 import numpy as np
 import pytest
 import torch
@@ -152,6 +153,9 @@ def test_every_glue_task_runs_end_to_end(task, tiny_checkpoint, tmp_path):
                 assert prediction in spec.labels
     card = (output / "README.md").read_text()
     assert "model-index" in card and "glue" in card
+    metadata = huggingface_hub.ModelCard.load(output / "README.md").data
+    assert (metadata.library_name, metadata.pipeline_tag) == ("transformers", "text-classification")
+    assert {"hf_roformer", "generated_from_trainer"} <= set(metadata.tags)
     reloaded = hf_roformer.HfRoFormerForSequenceClassification.from_pretrained(output)
     assert reloaded.config.num_labels == (1 if spec.is_regression else len(spec.labels))
 
@@ -367,6 +371,7 @@ def test_demo_flow_on_a_small_sample(tmp_path, capsys):
     assert "held-out accuracy" in output and "saved model, tokenizer and model card" in output
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0
     assert (tmp_path / "demo" / "README.md").exists() and (tmp_path / "demo" / "vocab.txt").exists()
+    assert huggingface_hub.ModelCard.load(tmp_path / "demo" / "README.md").data.pipeline_tag == "text-classification"
     assert output.count("  positive ") + output.count("  negative ") == 3
 
 

