@@ -41,6 +41,13 @@ def load_reviews() -> list[tuple[str, int]]:
     return reviews
 
 
+def split_reviews(test_size: int = 2000, seed: int = 0) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The demo's fixed (held-out, training) split of the reviews: a seeded shuffle, the first `test_size` held out."""
+    reviews = load_reviews()
+    random.Random(seed).shuffle(reviews)
+    return reviews[:test_size], reviews[test_size:]
+
+
 def char_vocabulary(texts: list[str], min_count: int = 3) -> dict[str, int]:
     """Special tokens, then every (lowercased) character seen at least `min_count` times in the training texts."""
     counts = collections.Counter(character for text in texts for character in text.lower() if not character.isspace())
@@ -67,9 +74,7 @@ def run_demo(
     datasets.disable_progress_bars()
     huggingface_hub.utils.disable_progress_bars()
 
-    reviews = load_reviews()
-    random.Random(seed).shuffle(reviews)
-    test, train = reviews[:test_size], reviews[test_size:]
+    test, train = split_reviews(test_size, seed)
     if max_train_examples is not None:
         train = train[:max_train_examples]
     majority = max(np.mean([label for _, label in test]), 1 - np.mean([label for _, label in test]))

