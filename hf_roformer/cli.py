@@ -19,6 +19,12 @@ def main(argv: list[str] | None = None) -> None:
     finetune.add_argument("task", choices=["glue", "cail2019-scm"])
     finetune.add_argument("arguments", nargs=argparse.REMAINDER, help="task and TrainingArguments flags")
 
+    pretrain = commands.add_parser(
+        "pretrain", help="masked-LM pre-training in stages; `hf-roformer pretrain mlm --help` lists every option"
+    )
+    pretrain.add_argument("objective", choices=["mlm"])
+    pretrain.add_argument("arguments", nargs=argparse.REMAINDER, help="corpus, stages, model and TrainingArguments")
+
     convert = commands.add_parser("convert", help="convert an original (TF) or transformers-format RoFormer checkpoint")
     convert.add_argument(
         "source_dir",
@@ -50,6 +56,10 @@ def main(argv: list[str] | None = None) -> None:
         from .training.finetune import main as finetune_main
 
         finetune_main(args.task, args.arguments)
+    elif args.command == "pretrain":
+        from .training.pretrain import main as pretrain_main
+
+        pretrain_main(args.arguments)
     elif args.command == "convert":
         from .conversion.cli import run_convert
 

@@ -6,7 +6,6 @@ trained for two epochs, saved with its tokenizer and model card, reloaded throug
 and `pipeline("text-classification")`, and used on a few sentences.
 """
 
-import collections
 import os
 import random
 import time
@@ -19,7 +18,8 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 
 from ..configuration_hf_roformer import HfRoFormerConfig
 from ..modeling_hf_roformer import HfRoFormerForSequenceClassification
-from ..tokenization_hf_roformer import SPECIAL_TOKENS, HfRoFormerTokenizer
+from ..tokenization_hf_roformer import HfRoFormerTokenizer
+from .corpus import char_vocabulary
 from .finetune import tokenize, write_model_card
 
 
@@ -46,13 +46,6 @@ def split_reviews(test_size: int = 2000, seed: int = 0) -> tuple[list[tuple[str,
     reviews = load_reviews()
     random.Random(seed).shuffle(reviews)
     return reviews[:test_size], reviews[test_size:]
-
-
-def char_vocabulary(texts: list[str], min_count: int = 3) -> dict[str, int]:
-    """Special tokens, then every (lowercased) character seen at least `min_count` times in the training texts."""
-    counts = collections.Counter(character for text in texts for character in text.lower() if not character.isspace())
-    tokens = list(SPECIAL_TOKENS) + [character for character, count in counts.most_common() if count >= min_count]
-    return {token: index for index, token in enumerate(tokens)}
 
 
 def run_demo(
