@@ -204,17 +204,26 @@ def is_word_level_vocab(vocab: dict[str, int]) -> bool:
     return any(len(token) > 1 and all(is_cjk_character(character) for character in token) for token in vocab)
 
 
-def build_backend(vocab: dict[str, int], word_level: bool, do_lower_case: bool, segmenter: str, unk_token: str):
+def build_backend(
+    vocab: dict[str, int],
+    word_level: bool,
+    do_lower_case: bool,
+    segmenter: str,
+    unk_token: str,
+    nfkc_normalize: bool = False,
+):
     """The `tokenizers` pipeline: normalizer, pre-tokenizer, WordPiece model and decoder (post-processor set later)."""
     backend = Tokenizer(WordPiece(vocab, unk_token=unk_token, max_input_chars_per_word=MAX_WORD_CHARS))
+    width = [normalizers.NFKC()] if nfkc_normalize else []
     if word_level:
         steps = [normalizers.Lowercase(), normalizers.NFD(), normalizers.StripAccents()] if do_lower_case else []
-        backend.normalizer = normalizers.Sequence(steps)
+        backend.normalizer = normalizers.Sequence(width + steps)
         backend.pre_tokenizer = pre_tokenizers.PreTokenizer.custom(JiebaWordPreTokenizer(vocab, segmenter))
     else:
-        backend.normalizer = normalizers.BertNormalizer(
+        bert = normalizers.BertNormalizer(
             clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case
         )
+        backend.normalizer = normalizers.Sequence([*width, bert])
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     backend.decoder = decoders.WordPiece(prefix="##")
     return backend
@@ -227,6 +236,8 @@ class HfRoFormerTokenizer(TokenizersBackend):
         vocab: A `vocab.txt` path or a token -> id dict.
         vocab_file: Path of `vocab.txt` (what `from_pretrained` passes).
         do_lower_case: Lowercase and strip accents, as all original checkpoints do.
+        nfkc_normalize: Apply Unicode NFKC first, so full-width letters, digits and punctuation (`１２，ＡＢ`) read as
+            their ASCII forms. Off for the original checkpoints, which were trained without it.
         word_level: Segment with jieba first (word-level checkpoints). Default: detected from the vocabulary, which
             holds multi-character Chinese words only for word-level checkpoints.
         segmenter: "jieba" (the original, default) or "rjieba" (faster Rust port; see the README for where it
@@ -252,6 +263,7 @@ class HfRoFormerTokenizer(TokenizersBackend):
         vocab: str | os.PathLike | dict[str, int] | None = None,
         vocab_file: str | None = None,
         do_lower_case: bool = True,
+        nfkc_normalize: bool = False,
         word_level: bool | None = None,
         segmenter: str = "jieba",
         unk_token: str = "[UNK]",
@@ -284,12 +296,14 @@ class HfRoFormerTokenizer(TokenizersBackend):
         if segmenter not in SEGMENTERS:
             raise ValueError(f"`segmenter` {segmenter!r} is not one of {SEGMENTERS}.")
         self.do_lower_case = do_lower_case
+        self.nfkc_normalize = nfkc_normalize
         self.word_level = word_level
         self.segmenter = segmenter
-        self._tokenizer = build_backend(vocab, word_level, do_lower_case, segmenter, str(unk_token))
+        self._tokenizer = build_backend(vocab, word_level, do_lower_case, segmenter, str(unk_token), nfkc_normalize)
         super().__init__(
             vocab_file=vocab_file,
             do_lower_case=do_lower_case,
+            nfkc_normalize=nfkc_normalize,
             word_level=word_level,
             segmenter=segmenter,
             unk_token=unk_token,

@@ -10,6 +10,7 @@ import collections
 import os
 import random
 import re
+import unicodedata
 from pathlib import Path
 
 from ..tokenization_hf_roformer import SPECIAL_TOKENS
@@ -75,9 +76,25 @@ def split_documents(documents: list[str], validation_size: int, seed: int = 0) -
     return train, validation
 
 
-def char_vocabulary(texts: list[str], min_count: int = 3, max_size: int | None = None) -> dict[str, int]:
-    """A char-level vocabulary: the special tokens, then the (lowercased) characters seen at least `min_count` times
-    in `texts`, most frequent first, at most `max_size` entries in all."""
-    counts = collections.Counter(character for text in texts for character in text.lower() if not character.isspace())
+def char_vocabulary(
+    texts: list[str],
+    min_count: int = 3,
+    max_size: int | None = None,
+    nfkc_normalize: bool = False,
+    with_ascii: bool = False,
+) -> dict[str, int]:
+    """A char-level vocabulary: the special tokens, then the (lowercased, optionally NFKC-normalized) characters seen
+    at least `min_count` times in `texts`, most frequent first, at most `max_size` entries in all. `with_ascii` adds
+    every printable ASCII character and `##` continuations of letters and digits, so Latin words and numbers
+    tokenize instead of becoming [UNK] (a char-level tokenizer keeps such runs together as one word)."""
+    normalize = (lambda text: unicodedata.normalize("NFKC", text)) if nfkc_normalize else (lambda text: text)
+    counts = collections.Counter(
+        character for text in texts for character in normalize(text).lower() if not character.isspace()
+    )
     tokens = list(SPECIAL_TOKENS) + [character for character, count in counts.most_common() if count >= min_count]
-    return {token: index for index, token in enumerate(tokens[:max_size])}
+    if with_ascii:
+        printable = [chr(code) for code in range(33, 127) if not chr(code).isupper()]
+        tokens += [character for character in printable if character not in tokens]
+        tokens += ["##" + character for character in printable if character.isalnum()]
+    tokens = tokens[:max_size]
+    return {token: index for index, token in enumerate(tokens)}

@@ -90,6 +90,9 @@ class PretrainArguments:
     tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer directory (default: build char vocab)."})
     vocab_min_count: int = field(default=2, metadata={"help": "Minimum count of a character in the built vocab."})
     vocab_max_size: int | None = field(default=None, metadata={"help": "Largest built vocabulary (specials incl.)."})
+    nfkc_normalize: bool = field(
+        default=True, metadata={"help": "Built tokenizer: read full-width characters as ASCII (NFKC)."}
+    )
     architecture: str = field(default="hf_roformer", metadata={"help": f"One of {ARCHITECTURES}."})
     hidden_size: int = 256
     num_hidden_layers: int = 4
@@ -133,8 +136,10 @@ def build_tokenizer(args: PretrainArguments, train_documents: list[str]):
     """The given tokenizer (or the one of `--model`), or a char-level one over the training text's characters."""
     if args.tokenizer or args.model:
         return AutoTokenizer.from_pretrained(args.tokenizer or args.model)
-    vocab = char_vocabulary(train_documents, args.vocab_min_count, args.vocab_max_size)
-    return HfRoFormerTokenizer(vocab, word_level=False)
+    vocab = char_vocabulary(
+        train_documents, args.vocab_min_count, args.vocab_max_size, nfkc_normalize=args.nfkc_normalize, with_ascii=True
+    )
+    return HfRoFormerTokenizer(vocab, word_level=False, nfkc_normalize=args.nfkc_normalize)
 
 
 def build_model(args: PretrainArguments, tokenizer, stages: list[Stage]):
