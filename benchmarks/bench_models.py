@@ -65,6 +65,27 @@ def build_models(kind: str, size: dict, max_length: int, training: bool):
     return model
 
 
+def model_flops(size: dict, batch: int, length: int, training: bool, vocab_size: int = 50000) -> float:
+    """Matrix-multiply FLOPs of one step: per token and layer 8h² (q, k, v, output), 4h·i (feed-forward) and 4L·h
+    (scores and weighted values over L keys); training adds the masked-LM head (2h² + 2h·V) and counts backward as
+    twice the forward."""
+    hidden, intermediate = size["hidden_size"], size["intermediate_size"]
+    per_token = size["num_hidden_layers"] * (8 * hidden**2 + 4 * hidden * intermediate + 4 * length * hidden)
+    if training:
+        per_token = 3 * (per_token + 2 * hidden**2 + 2 * hidden * vocab_size)
+    return batch * length * per_token
+
+
+def measured_peak_tflops(device, dtype) -> float | None:
+    """The device's bf16 matrix-multiply rate measured now (8192³, median of 10), the denominator of MFU."""
+    if device.type != "cuda":
+        return None
+    a = torch.randn(8192, 8192, device=device, dtype=dtype)
+    b = torch.randn(8192, 8192, device=device, dtype=dtype)
+    timing = benchlib.time_call(lambda: a @ b, device, repeats=10, warmup=3)
+    return 2 * 8192**3 / timing["median_s"] / 1e12
+
+
 def inference_step(model, batch: int, length: int, device, dtype):
     """A closure running one forward pass on random tokens."""
     input_ids = torch.randint(1, 50000, (batch, length), device=device)
@@ -172,6 +193,7 @@ def run(preset_name: str) -> dict:
             by_model = measure(steps, device, preset["repeats"])
             for kind, result in by_model.items():
                 result["tokens_per_s"] = batch * length / result["median_s"]
+                result["tflops"] = model_flops(preset["size"], batch, length, training) / result["median_s"] / 1e12
                 result["peak_extra_mb"] = peak_extra_memory_mb(preset_name, mode, kind, batch, length)
                 print(
                     f"{mode:9s} {batch}x{length:<6d} {kind:22s} {result['tokens_per_s']:>12,.0f} tok/s  "
@@ -188,6 +210,7 @@ def run(preset_name: str) -> dict:
         "preset": preset_name,
         "config": dict(preset),
         "machine": benchlib.machine_info(device),
+        "peak_matmul_tflops": measured_peak_tflops(device, dtype),
         "parity_max_abs_diff": parity_check(preset["size"], device, dtype),
         "results": results,
     }
@@ -205,6 +228,12 @@ def to_markdown(payload: dict) -> str:
         f"hf_roformer vs transformers' RoFormer, same weights: max |diff| of hidden states = "
         f"{payload['parity_max_abs_diff']:.2e}.\n",
     ]
+    peak = payload.get("peak_matmul_tflops")
+    if peak:
+        lines.append(
+            f"MFU: model matrix-multiply FLOPs per second over the bf16 matmul rate measured in the same run "
+            f"(8192³: {peak:.0f} TFLOP/s).\n"
+        )
     for mode, table in payload["results"].items():
         rows = []
         for shape, by_model in table.items():
@@ -217,12 +246,14 @@ def to_markdown(payload: dict) -> str:
                     f"{ours['tokens_per_s'] / by_model['bert_sdpa']['tokens_per_s']:.2f}x",
                 ]
                 + [f"{by_model[kind]['peak_extra_mb']:,.0f}" for kind in MODELS]
+                + ([f"{ours['tflops'] / peak:.0%}"] if peak else [])
             )
         headers = (
             ["batch x length"]
             + [f"{kind} tok/s" for kind in MODELS]
             + ["vs transformers RoFormer", "vs BERT-SDPA"]
             + [f"{kind} peak MB" for kind in MODELS]
+            + (["hf_roformer MFU"] if peak else [])
         )
         lines.append(f"\n## {mode.capitalize()}\n\n" + benchlib.markdown_table(headers, rows))
     return "\n".join(lines)

@@ -3,8 +3,9 @@
     python benchmarks/bench_speed_gpu.py                    # CUDA, bf16 -> results/speed_<gpu>.{json,md}
     python benchmarks/bench_speed_gpu.py --device cpu --smoke   # tiny sizes, checks the script runs
 
-1. RoPE on q and k of 8 x 2048 x 12 heads x 64 (bf16): the fused kernel, the PyTorch path of this package, and the
-   formula of transformers' RoFormer, against a device copy of the same bytes (read q, k; write q, k). Forward and
+1. RoPE on q and k of 8 x 2048 x 12 heads x 64 (bf16): the fused kernel, the PyTorch path of this package (eager and
+   compiled), the formula of transformers' RoFormer, and the rotate-half formula that permuting the q/k projection rows
+   at load time would allow, against a device copy of the same bytes (read q, k; write q, k). Forward and
    forward + backward.
 2. A padded batch (16 sequences, ~70% real tokens) through the base model in each `padding_free` mode (`auto` unpads
    once and runs `varlen_attn`), the same tokens as one packed row, and flash-attention-2 when installed.
@@ -13,6 +14,7 @@ Model throughput against transformers' RoFormer and BERT is `bench_models.py --p
 """
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer import rotary_kernels_hf_roformer  # noqa: E402
+from hf_roformer import padding_free_hf_roformer, rotary_kernels_hf_roformer  # noqa: E402
 from hf_roformer.rotary_hf_roformer import rotate_interleaved, rotation_cos_sin  # noqa: E402
 
 
@@ -34,6 +36,19 @@ def transformers_roformer_rotation(query, key, cos, sin):
     one table holding sin then cos."""
     sinusoidal = torch.cat([sin, cos], dim=-1)[:, None]
     return RoFormerSelfAttention.apply_rotary_position_embeddings(sinusoidal, query, key)
+
+
+def rotate_half_rotation(query, key, cos, sin):
+    """The rotate-half formula (GPT-NeoX / Llama layout) in PyTorch: what RoPE would cost if the q/k projection rows
+    were permuted at load time so that pairs sit in halves, which leaves q·k unchanged."""
+    cos = torch.cat([cos, cos], dim=-1)[:, None].to(query.dtype)
+    sin = torch.cat([sin, sin], dim=-1)[:, None].to(query.dtype)
+
+    def rotate(x):
+        first, second = x.chunk(2, dim=-1)
+        return x * cos + torch.cat([-second, first], dim=-1) * sin
+
+    return rotate(query), rotate(key)
 
 
 def rope_bandwidth(device, dtype, shape, repeats) -> dict:
@@ -47,6 +62,11 @@ def rope_bandwidth(device, dtype, shape, repeats) -> dict:
         "device copy": lambda: (query.clone(), key.clone()),
         "torch path (hf_roformer)": lambda: (rotate_interleaved(query, cos, sin), rotate_interleaved(key, cos, sin)),
         "transformers RoFormer formula": lambda: transformers_roformer_rotation(query, key, cos, sin),
+        "rotate-half layout (permuted projections), torch": lambda: rotate_half_rotation(query, key, cos, sin),
+        "rotate-half layout, torch.compile": torch.compile(lambda: rotate_half_rotation(query, key, cos, sin)),
+        "interleaved torch path, torch.compile": torch.compile(
+            lambda: (rotate_interleaved(query, cos, sin), rotate_interleaved(key, cos, sin))
+        ),
     }
     if rotary_kernels_hf_roformer.kernel_applies(query):
         candidates["fused Triton kernel"] = lambda: rotary_kernels_hf_roformer.rotate_with_kernel(
@@ -55,19 +75,32 @@ def rope_bandwidth(device, dtype, shape, repeats) -> dict:
     results = {}
     for name, function in candidates.items():
         timing = benchlib.time_call(function, device, repeats=repeats, warmup=3)
-        results[name] = {"us": timing["median_s"] * 1e6, "GB_per_s": moved / timing["median_s"] / 1e9}
+        streamed = benchlib.back_to_back_seconds(function, device)
+        kernels = benchlib.kernel_seconds(function, device) if device.type == "cuda" else streamed
+        results[name] = {
+            "us": kernels * 1e6,
+            "GB_per_s": moved / kernels / 1e9,
+            "us_back_to_back": streamed * 1e6,
+            "us_per_synchronized_call": timing["median_s"] * 1e6,
+        }
     if "fused Triton kernel" in candidates:
         q = query.detach().requires_grad_()
         k = key.detach().requires_grad_()
 
-        def forward_backward():
+        upstream = [torch.randn_like(query), torch.randn_like(key)]  # made once: not part of the timing
+
+        def forward_backward():  # autograd.grad: no accumulation into .grad, which would add its own traffic
             outputs = rotary_kernels_hf_roformer.rotate_with_kernel([q, k], cos, sin)
-            torch.autograd.backward(outputs, [torch.ones_like(o) for o in outputs])
+            torch.autograd.grad(outputs, [q, k], upstream)
 
         timing = benchlib.time_call(forward_backward, device, repeats=repeats, warmup=3)
+        streamed = benchlib.back_to_back_seconds(forward_backward, device)
+        kernels = benchlib.kernel_seconds(forward_backward, device) if device.type == "cuda" else streamed
         results["fused Triton kernel, forward + backward"] = {
-            "us": timing["median_s"] * 1e6,
-            "GB_per_s": 2 * moved / timing["median_s"] / 1e9,
+            "us": kernels * 1e6,
+            "GB_per_s": 2 * moved / kernels / 1e9,
+            "us_back_to_back": streamed * 1e6,
+            "us_per_synchronized_call": timing["median_s"] * 1e6,
         }
     return results
 
@@ -99,19 +132,45 @@ def padded_vs_packed(device, dtype, size, lengths, repeats) -> dict:
         runs["padded batch, flash_attention_2, padding_free=never"] = (flash, "never", padded)
         runs["padded batch, flash_attention_2, padding_free=auto"] = (flash, "auto", padded)
     results = {"real_token_share": sum(lengths) / (len(lengths) * width)}
+    varlen_calls = []
+    if padding_free_hf_roformer.varlen_attn is not None:  # count calls, to report which runs used the kernel
+        kernel = padding_free_hf_roformer.varlen_attn
+        padding_free_hf_roformer.varlen_attn = lambda *a, **k: varlen_calls.append(1) or kernel(*a, **k)
     real = attention_mask.bool()
     outputs = {}
-    for name, (runner, mode, inputs) in runs.items():
+
+    def call(name):
+        runner, mode, inputs = runs[name]
         runner.config.padding_free = mode
         with torch.inference_mode():
-            timing = benchlib.time_call(lambda r=runner, i=inputs: r(**i), device, repeats=repeats, warmup=2)
-            if "attention_mask" in inputs:
-                outputs[name] = runner(**inputs).last_hidden_state[real].float()
-        results[name] = {"ms": timing["median_s"] * 1e3, "real_tokens_per_s": sum(lengths) / timing["median_s"]}
+            return runner(**inputs)
+
+    used_varlen = {}
+    for name, (_, _, inputs) in runs.items():
+        varlen_calls.clear()
+        output = call(name)
+        used_varlen[name] = bool(varlen_calls)
+        if "attention_mask" in inputs:
+            outputs[name] = output.last_hidden_state[real].float()
+    times = {name: [] for name in runs}
+    for name in runs:  # warm-up
+        benchlib.time_call(lambda n=name: call(n), device, repeats=1, warmup=2)
+    for _ in range(repeats):  # round-robin, so drift of the machine hits every run alike
+        for name in runs:
+            times[name].append(benchlib.time_call(lambda n=name: call(n), device, repeats=1, warmup=0)["median_s"])
+    for name in runs:
+        median = statistics.median(times[name])
+        results[name] = {
+            "ms": median * 1e3,
+            "real_tokens_per_s": sum(lengths) / median,
+            "varlen_attn_used": used_varlen[name],
+        }
     reference = outputs.pop("padded batch, sdpa, padding_free=never")
     for name, output in outputs.items():
         results[name]["max_abs_diff_vs_padded"] = (output - reference).abs().max().item()
     model.config.padding_free = "auto"
+    if padding_free_hf_roformer.varlen_attn is not None:
+        padding_free_hf_roformer.varlen_attn = kernel
     return results
 
 
@@ -146,32 +205,61 @@ def main() -> None:
         "machine": benchlib.machine_info(device),
         "rope": rope_bandwidth(device, dtype, shape, repeats),
         "padded_vs_packed": padded_vs_packed(device, dtype, size, lengths, repeats),
+        # The same mix at 4x the lengths: attention's share of the work grows, and the host no longer bounds the step.
+        "padded_vs_packed_long": None
+        if args.smoke
+        else padded_vs_packed(device, dtype, size, [4 * n for n in lengths], repeats),
         "long_sequence": long_sequence(device, dtype, size, long_length),
     }
     machine = payload["machine"]
-    rope_rows = [[name, f"{r['us']:.1f}", f"{r['GB_per_s']:.0f}"] for name, r in payload["rope"].items()]
-    packed = payload["padded_vs_packed"]
-    padded_ms = packed["padded batch, sdpa, padding_free=never"]["ms"]
-    packed_rows = [
+    copy_rate = payload["rope"]["device copy"]["GB_per_s"]
+    rope_rows = [
         [
             name,
-            f"{r['ms']:.2f}",
-            f"{r['real_tokens_per_s']:,.0f}",
-            f"{padded_ms / r['ms']:.2f}x",
-            f"{r['max_abs_diff_vs_padded']:.1e}" if "max_abs_diff_vs_padded" in r else "",
+            f"{r['us']:.1f}",
+            f"{r['GB_per_s']:.0f}",
+            f"{r['GB_per_s'] / copy_rate:.0%}",
+            f"{r['us_back_to_back']:.1f}",
+            f"{r['us_per_synchronized_call']:.1f}",
         ]
-        for name, r in packed.items()
-        if name != "real_token_share"
+        for name, r in payload["rope"].items()
     ]
+
+    def packed_table(packed: dict, lengths: list[int]) -> str:
+        padded_ms = packed["padded batch, sdpa, padding_free=never"]["ms"]
+        rows = [
+            [
+                name,
+                f"{r['ms']:.2f}",
+                f"{r['real_tokens_per_s']:,.0f}",
+                f"{padded_ms / r['ms']:.2f}x",
+                f"{r['max_abs_diff_vs_padded']:.1e}" if "max_abs_diff_vs_padded" in r else "",
+                "yes" if r["varlen_attn_used"] else "no",
+            ]
+            for name, r in packed.items()
+            if name != "real_token_share"
+        ]
+        return (
+            f"\n## Padded batch of {len(lengths)} sequences of {min(lengths)}-{max(lengths)} tokens "
+            f"({packed['real_token_share']:.0%} real tokens) vs packed row\n\n"
+            + benchlib.markdown_table(
+                ["run", "ms", "real tokens/s", "vs padded", "max abs diff on real tokens", "varlen_attn ran"], rows
+            )
+        )
+
     long = payload["long_sequence"]
     markdown = (
         f"# Speed on {machine.get('gpu', machine['cpu'])}\n\ntorch {machine['torch']}, transformers "
         f"{machine['transformers']}, {dtype}, {machine['date']}.\n\n## RoPE on q and k {shape}\n\n"
-        + benchlib.markdown_table(["implementation", "us", "GB/s"], rope_rows)
-        + f"\n## Padded batch ({packed['real_token_share']:.0%} real tokens) vs packed row\n\n"
         + benchlib.markdown_table(
-            ["run", "ms", "real tokens/s", "vs padded", "max abs diff on real tokens"], packed_rows
+            ["implementation", "kernel us", "GB/s", "of copy bandwidth", "us back to back", "us synchronized"],
+            rope_rows,
         )
+        + "\nKernel us: the GPU kernels' own durations per call (profiler), which GB/s is computed from. Back to back:"
+        " 50 calls launched without waiting, timed together (the host's launch cost shows where it exceeds the"
+        " kernels'). Synchronized: one call and a device synchronization.\n"
+        + packed_table(payload["padded_vs_packed"], lengths)
+        + (packed_table(payload["padded_vs_packed_long"], [4 * n for n in lengths]) if not args.smoke else "")
         + f"\n## One {long['tokens']:,}-token sequence, base model\n\n{long['seconds']:.2f} s, peak "
         f"{long['peak_extra_mb']:,.0f} MB above the model.\n"
     )

@@ -88,6 +88,35 @@ def time_call(function: Callable[[], object], device: torch.device, repeats: int
     return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "repeats": repeats}
 
 
+def back_to_back_seconds(function: Callable[[], object], device: torch.device, calls: int = 50) -> float:
+    """Seconds per call of `function` launched `calls` times back to back and timed once: the device's throughput
+    when the host keeps ahead of it (launch overhead hidden), the number that bandwidth is quoted against."""
+    for _ in range(3):
+        function()
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        function()
+    synchronize(device)
+    return (time.perf_counter() - start) / calls
+
+
+def kernel_seconds(function: Callable[[], object], device: torch.device, calls: int = 20) -> float:
+    """Device time per call of `function`: the summed durations of the GPU kernels it launches, read by the profiler,
+    so neither host overhead nor idle gaps between launches count. CUDA only."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        function()
+    synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+        for _ in range(calls):
+            function()
+        synchronize(device)
+    kernels = [event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA]
+    return sum(event.time_range.elapsed_us() for event in kernels) / 1e6 / calls
+
+
 def write_results(name: str, payload: dict, markdown: str) -> tuple[Path, Path]:
     """Write `results/<name>.json` and `results/<name>.md`."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

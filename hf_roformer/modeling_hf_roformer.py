@@ -42,7 +42,13 @@ from .linear_attention_hf_roformer import (
     linear_attention_features,
 )
 from .model_card_hf_roformer import MODEL_TAGS, add_card_metadata, card_metadata
-from .padding_free_hf_roformer import UnpaddedBatch, unpad_batch, varlen_attention_forward, varlen_kernel_applies
+from .padding_free_hf_roformer import (
+    UnpaddedBatch,
+    packed_row_boundaries,
+    unpad_batch,
+    varlen_attention_forward,
+    varlen_kernel_applies,
+)
 from .rope_scaling_hf_roformer import rope_attention_factor
 from .rotary_hf_roformer import (
     HfRoFormerRotaryEmbedding,
@@ -761,6 +767,13 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             position_ids = unpadded.pack(position_ids)
             position_embeddings = tuple(unpadded.pack(rotation) for rotation in position_embeddings)
             attention_mask = self._packed_attention_mask(unpadded, embedding_output, kwargs)
+        elif (
+            boundaries := self._packed_row_boundaries(
+                attention_mask, position_ids, embedding_output, past_key_values, encoder_hidden_states, kwargs
+            )
+        ) is not None:
+            kwargs.update(boundaries)  # a packed row on a variable-length kernel: sequence boundaries, no mask
+            attention_mask = None
         elif linear:  # linear attention takes the padding mask of the current tokens, not an attention-score mask
             if attention_mask is not None:
                 attention_mask = attention_mask[:, -seq_length:]
@@ -867,6 +880,23 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         ):
             return None
         return unpad_batch(attention_mask)
+
+    def _packed_row_boundaries(
+        self, attention_mask, position_ids, embedding_output, past_key_values, encoder_hidden_states, kwargs
+    ) -> dict | None:
+        """For a row that already packs several sequences (`DataCollatorWithFlattening`: no mask, positions restarting
+        at 0) on a backend with a variable-length kernel, where each sequence starts; None otherwise."""
+        config = self.config
+        if attention_mask is not None or past_key_values is not None or encoder_hidden_states is not None:
+            return None
+        if config.unilm or config.attention_type == "linear" or torch.compiler.is_compiling():
+            return None
+        if "cu_seq_lens_q" in kwargs or kwargs.get("output_attentions", config.output_attentions):
+            return None
+        dropout = config.attention_probs_dropout_prob if self.training else 0.0
+        if not varlen_kernel_applies(config._attn_implementation, embedding_output, dropout):
+            return None
+        return packed_row_boundaries(position_ids)
 
     def _packed_attention_mask(self, unpadded: UnpaddedBatch, packed_embeddings, kwargs):
         """Mask of a packed row, keeping each token inside its sequence (and causal in decoders): none where a

@@ -77,6 +77,25 @@ def unpad_batch(attention_mask: torch.Tensor) -> UnpaddedBatch | None:
     )
 
 
+def packed_row_boundaries(position_ids: torch.Tensor) -> dict | None:
+    """Variable-length kernel arguments for one row packing several sequences (positions restarting at 0, as
+    `DataCollatorWithFlattening` makes them); None for anything else."""
+    if position_ids.dim() != 2 or position_ids.shape[0] != 1 or position_ids.shape[1] < 2:
+        return None
+    starts = (position_ids[0] == 0).nonzero().squeeze(1)
+    if starts.numel() < 2 or int(starts[0]) != 0:
+        return None
+    total = torch.tensor([position_ids.shape[1]], device=starts.device, dtype=starts.dtype)
+    cu_seq_lens = torch.cat([starts, total]).to(torch.int32)
+    max_length = int((cu_seq_lens[1:] - cu_seq_lens[:-1]).max())
+    return {
+        "cu_seq_lens_q": cu_seq_lens,
+        "cu_seq_lens_k": cu_seq_lens,
+        "max_length_q": max_length,
+        "max_length_k": max_length,
+    }
+
+
 def attention_dtype(hidden_states: torch.Tensor) -> torch.dtype:
     """The dtype attention will run in: the autocast dtype under CUDA autocast, else that of the hidden states."""
     if hidden_states.is_cuda and torch.is_autocast_enabled("cuda"):

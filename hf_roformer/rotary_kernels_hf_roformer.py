@@ -1,7 +1,8 @@
 """Fused RoPE kernel (Triton) for RoFormer's interleaved layout: queries, keys and values in one launch.
 
-One program handles one token of one sequence for a block of heads: it loads the token's cos/sin once, rotates the
-feature pairs (x[2i], x[2i+1]) of every head of every given tensor in float32, and writes the model dtype. Inputs may be
+One program handles a tile of tokens x heads x features of one tensor: it reads whole heads with contiguous loads,
+splits them into the pairs (x[2i], x[2i+1]) in registers, rotates them in float32 and writes the model dtype with
+contiguous stores. Inputs may be
 strided views (the transposed output of the projections) and are read in place; outputs keep their layout. Per-token
 cos/sin make arbitrary positions (packed sequences, cache offsets) and scaled frequencies work unchanged. The backward
 pass is the inverse rotation, i.e. the same kernel with -sin.
@@ -40,36 +41,38 @@ if TRITON_AVAILABLE:
         v_out_ptr,
         cos_ptr,
         sin_ptr,
+        tokens,
         seq_len,
         num_heads,
-        half_dim,
+        head_dim,
         stride_b,
-        stride_h,
         stride_s,
-        stride_d,
+        stride_h,
         out_stride_b,
-        out_stride_h,
         out_stride_s,
-        out_stride_d,
+        out_stride_h,
         angle_stride_b,
         angle_stride_s,
         sign,
+        BLOCK_S: tl.constexpr,
         BLOCK_H: tl.constexpr,
         BLOCK_D: tl.constexpr,
     ):
-        row = tl.program_id(0)
-        head_block = tl.program_id(1)
         which = tl.program_id(2)  # 0: query, 1: key, 2: value
-        batch = row // seq_len
-        position = row % seq_len
-        pair = tl.arange(0, BLOCK_D)
-        heads = head_block * BLOCK_H + tl.arange(0, BLOCK_H)
-        pair_mask = pair < half_dim
-        mask = (heads < num_heads)[:, None] & pair_mask[None, :]
+        token = (tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)).to(tl.int64)
+        heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+        feature = tl.arange(0, BLOCK_D)
+        pair = tl.arange(0, BLOCK_D // 2)
+        batch = token // seq_len
+        position = token % seq_len
+        token_mask = token < tokens
+        mask = token_mask[:, None, None] & (heads < num_heads)[None, :, None] & (feature < head_dim)[None, None, :]
 
-        angle_offset = batch * angle_stride_b + position * angle_stride_s + pair
-        cos = tl.load(cos_ptr + angle_offset, mask=pair_mask, other=1.0)[None, :]
-        sin = tl.load(sin_ptr + angle_offset, mask=pair_mask, other=0.0)[None, :] * sign
+        angle_rows = batch * angle_stride_b + position * angle_stride_s
+        angle_mask = token_mask[:, None, None] & (2 * pair < head_dim)[None, None, :]
+        angle_offsets = angle_rows[:, None, None] + pair[None, None, :]
+        cos = tl.load(cos_ptr + angle_offsets, mask=angle_mask, other=1.0)
+        sin = tl.load(sin_ptr + angle_offsets, mask=angle_mask, other=0.0) * sign
 
         source = q_ptr
         target = q_out_ptr
@@ -79,47 +82,82 @@ if TRITON_AVAILABLE:
         if which == 2:
             source = v_ptr
             target = v_out_ptr
-        offsets = batch * stride_b + position * stride_s + heads[:, None] * stride_h + (2 * pair)[None, :] * stride_d
-        even = tl.load(source + offsets, mask=mask, other=0.0).to(tl.float32)
-        odd = tl.load(source + offsets + stride_d, mask=mask, other=0.0).to(tl.float32)
-        out_offsets = (
-            batch * out_stride_b
-            + position * out_stride_s
-            + heads[:, None] * out_stride_h
-            + (2 * pair)[None, :] * out_stride_d
-        )
-        tl.store(target + out_offsets, (even * cos - odd * sin).to(target.dtype.element_ty), mask=mask)
-        tl.store(target + out_offsets + out_stride_d, (odd * cos + even * sin).to(target.dtype.element_ty), mask=mask)
+        rows = (batch * stride_b + position * stride_s)[:, None, None] + (heads * stride_h)[None, :, None]
+        # Contiguous (vectorized) load of whole heads, then split into the pairs' even and odd features in registers.
+        x = tl.load(source + rows + feature[None, None, :], mask=mask, other=0.0).to(tl.float32)
+        even, odd = tl.split(tl.reshape(x, (BLOCK_S, BLOCK_H, BLOCK_D // 2, 2)))
+        rotated = tl.join(even * cos - odd * sin, odd * cos + even * sin)
+        rotated = tl.reshape(rotated, (BLOCK_S, BLOCK_H, BLOCK_D)).to(target.dtype.element_ty)
+        out_rows = (batch * out_stride_b + position * out_stride_s)[:, None, None]
+        out_rows = out_rows + (heads * out_stride_h)[None, :, None]
+        tl.store(target + out_rows + feature[None, None, :], rotated, mask=mask)
+
+
+def _block_sizes(heads: int, dim: int) -> tuple[int, int, int]:
+    """Tile of tokens x heads x features per program: whole heads (no masked lanes when the head count has a
+    power-of-two factor), about 4,096 elements, so each program moves enough bytes to keep the memory system busy."""
+    block_d = triton.next_power_of_2(dim)
+    block_h = min(heads & -heads, 16, max(1, 4096 // block_d))  # the largest power of two dividing `heads`
+    block_s = max(1, 4096 // (block_h * block_d))
+    return block_s, block_h, block_d
 
 
 def _launch(tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, sign: float) -> list[torch.Tensor]:
-    """Rotate every tensor `(batch, heads, seq, d)` (same shape and strides) by cos/sin `(1 or batch, seq, d/2)`."""
+    """Rotate every tensor `(batch, heads, seq, d)` (same shape and strides, unit feature stride) by cos/sin
+    `(1 or batch, seq, d/2)`; outputs are dense, in the inputs' order of dimensions."""
     first = tensors[0]
     batch, heads, seq_len, dim = first.shape
     outputs = [torch.empty_like(tensor) for tensor in tensors]
     cos, sin = cos.float().contiguous(), sin.float().contiguous()
     angle_stride_b = 0 if cos.shape[0] == 1 else cos.stride(0)
-    block_h = min(triton.next_power_of_2(heads), 16)
-    grid = (batch * seq_len, triton.cdiv(heads, block_h), len(tensors))
+    block_s, block_h, block_d = _block_sizes(heads, dim)
+    tokens = batch * seq_len
+    grid = (triton.cdiv(tokens, block_s), triton.cdiv(heads, block_h), len(tensors))
     pointers = tensors + [tensors[0]] * (3 - len(tensors))
     out_pointers = outputs + [outputs[0]] * (3 - len(outputs))
+    stride_b, stride_h, stride_s, _ = first.stride()
+    out_stride_b, out_stride_h, out_stride_s, _ = outputs[0].stride()
     _rotate_interleaved_kernel[grid](
         *pointers,
         *out_pointers,
         cos,
         sin,
+        tokens,
         seq_len,
         heads,
-        dim // 2,
-        *first.stride(),
-        *outputs[0].stride(),
+        dim,
+        stride_b,
+        stride_s,
+        stride_h,
+        out_stride_b,
+        out_stride_s,
+        out_stride_h,
         angle_stride_b,
         cos.stride(1),
         sign,
+        BLOCK_S=block_s,
         BLOCK_H=block_h,
-        BLOCK_D=triton.next_power_of_2(dim // 2),
+        BLOCK_D=block_d,
     )
     return outputs
+
+
+class _RotateInterleaved(torch.autograd.Function):
+    """The eager-mode entry: the same kernel as the custom op, with far less per-call dispatch overhead (the custom op
+    is what `torch.compile` sees)."""
+
+    @staticmethod
+    def forward(ctx, cos, sin, *tensors):
+        ctx.save_for_backward(cos, sin)
+        return tuple(_launch(list(tensors), cos, sin, 1.0))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        cos, sin = ctx.saved_tensors
+        grads = [grad.contiguous() if grad.stride(-1) != 1 else grad for grad in grads]
+        if any(grad.stride() != grads[0].stride() for grad in grads[1:]):
+            grads = [grad.contiguous() for grad in grads]
+        return (None, None, *_launch(grads, cos, sin, -1.0))
 
 
 def _register_op():
@@ -146,7 +184,7 @@ def _register_op():
 
     def backward(ctx, grads):
         cos, sin = ctx.saved_tensors
-        grads = [grad.contiguous() if grad.stride(-1) != 1 else grad for grad in grads]
+        grads = [grad.contiguous() for grad in grads]
         return rotate_interleaved(grads, cos, sin, -ctx.sign), None, None, None
 
     rotate_interleaved.register_autograd(backward, setup_context=setup_context)
@@ -170,7 +208,11 @@ def rotate_with_kernel(tensors: list[torch.Tensor], cos: torch.Tensor, sin: torc
         tensors = [tensor.contiguous() for tensor in tensors]
     if tensors[0].stride(-1) != 1:
         tensors = [tensor.contiguous() for tensor in tensors]
-    return list(_OP(tensors, cos, sin, 1.0))
+    if torch.compiler.is_compiling():
+        return list(_OP(tensors, cos, sin, 1.0))
+    if torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors):
+        return list(_RotateInterleaved.apply(cos, sin, *tensors))
+    return _launch(tensors, cos, sin, 1.0)
 
 
 __all__ = ["KERNEL_ENABLED", "TRITON_AVAILABLE", "kernel_applies", "rotate_with_kernel"]

@@ -159,6 +159,36 @@ def test_sdpa_packed_row_goes_through_the_varlen_kernel(monkeypatch):
         assert_equal_on_real_tokens(padded, packed, inputs["attention_mask"])
 
 
+def test_packed_row_input_goes_through_the_varlen_kernel(monkeypatch):
+    """A row that already packs sequences (`DataCollatorWithFlattening`: no mask, positions restarting at 0) is
+    attended per sequence by the variable-length kernel where one runs, with the result of the same sequences padded."""
+    calls = []
+
+    def recording_varlen(*args, **kwargs):
+        calls.append(args[3])
+        return reference_varlen_attn(*args, **kwargs)
+
+    monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
+    monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
+    lengths = [5, 9, 3]
+    generator = torch.Generator().manual_seed(6)
+    sequences = [torch.randint(1, 99, (length,), generator=generator) for length in lengths]
+    packed_ids = torch.cat(sequences)[None]
+    packed_positions = torch.cat([torch.arange(length) for length in lengths])[None]
+    padded_ids = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True)
+    padded_mask = (torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]).long()
+    for is_decoder in (False, True):
+        model = hf_roformer.HfRoFormerModel(tiny_config(is_decoder=is_decoder)).eval()
+        model.config.padding_free = "never"
+        calls.clear()
+        with torch.no_grad():
+            packed = model(input_ids=packed_ids, position_ids=packed_positions, use_cache=False).last_hidden_state
+            padded = model(input_ids=padded_ids, attention_mask=padded_mask, use_cache=False).last_hidden_state
+        assert len(calls) == model.config.num_hidden_layers
+        assert calls[0].tolist() == [0, 5, 14, 17]
+        torch.testing.assert_close(packed[0], padded[padded_mask.bool()], atol=1e-5, rtol=1e-5)
+
+
 def test_auto_keeps_the_padded_batch_where_no_varlen_kernel_runs(monkeypatch):
     """On CPU (no variable-length kernel) `auto` must not pay for packing; `always` packs."""
     packs = []
@@ -203,8 +233,9 @@ def test_padding_free_mode_is_validated_and_saved(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "flash_attention_2"])
-def test_padding_free_on_cuda_equals_padded(dtype, attn_implementation):
-    """On the GPU, `auto` packs with a variable-length kernel (half precision); fp32 is forced through the mask."""
+def test_padding_free_on_cuda_equals_padded(dtype, attn_implementation, monkeypatch):
+    """On the GPU, `auto` packs with a variable-length kernel (half precision), which really runs; fp32 is forced
+    through the mask."""
     if attn_implementation == "flash_attention_2":
         pytest.importorskip("flash_attn")
         if dtype == torch.float32:
@@ -215,7 +246,16 @@ def test_padding_free_on_cuda_equals_padded(dtype, attn_implementation):
     model = hf_roformer.HfRoFormerModel(config).to("cuda", dtype).eval()
     inputs = {key: value.cuda() for key, value in padded_batch().items()}
     mode = "auto" if dtype == torch.bfloat16 else "always"
+    varlen_calls = []
+    if attn_implementation == "sdpa" and padding_free_hf_roformer.varlen_attn is not None:
+        kernel = padding_free_hf_roformer.varlen_attn
+        monkeypatch.setattr(
+            padding_free_hf_roformer, "varlen_attn", lambda *a, **k: varlen_calls.append(1) or kernel(*a, **k)
+        )
     with torch.no_grad():
         padded = outputs_with(model, "never", inputs).last_hidden_state.float()
+        assert not varlen_calls
         packed = outputs_with(model, mode, inputs).last_hidden_state.float()
+    if attn_implementation == "sdpa":
+        assert len(varlen_calls) == (config.num_hidden_layers if dtype == torch.bfloat16 else 0)
     assert_equal_on_real_tokens(padded, packed, inputs["attention_mask"], 2e-2 if dtype == torch.bfloat16 else 1e-5)
