@@ -28,6 +28,7 @@ from .modeling_hf_roformer import (
     HfRoFormerModel,
     HfRoFormerPreTrainedModel,
 )
+from .pretrained import pretrained_checkpoint
 from .rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
 from .tokenization_hf_roformer import HfRoFormerTokenizer
 
@@ -64,4 +65,5 @@ __all__ = [
     "HfRoFormerRotaryEmbedding",
     "HfRoFormerTokenizer",
     "apply_rotary_pos_emb",
+    "pretrained_checkpoint",
 ]

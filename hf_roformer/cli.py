@@ -7,10 +7,13 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the `hf-roformer` console script."""
     parser = argparse.ArgumentParser(prog="hf-roformer", description="RoFormer for Hugging Face Transformers.")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="fine-tune a small RoFormer on Chinese reviews on CPU (a few minutes)")
+    demo = commands.add_parser(
+        "demo", help="fine-tune the shipped pre-trained RoFormer on Chinese reviews on CPU (a few minutes)"
+    )
     demo.add_argument("--output-dir", default="roformer-sentiment-demo", help="where the model is saved")
-    demo.add_argument("--epochs", type=float, default=2.0)
+    demo.add_argument("--epochs", type=float, help="passes over the training reviews (default: the demo's)")
     demo.add_argument("--max-train-examples", type=int, help="train on fewer reviews (quick check)")
+    demo.add_argument("--from-scratch", action="store_true", help="random weights instead of the pre-trained ones")
     commands.add_parser("tour", help="a one-minute tour: checkpoint parity, long inputs, generation, remote code")
 
     finetune = commands.add_parser(
@@ -47,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "demo":
         from .training.demo import run_demo
 
-        run_demo(args.output_dir, epochs=args.epochs, max_train_examples=args.max_train_examples)
+        options = {"epochs": args.epochs, "max_train_examples": args.max_train_examples}
+        run_demo(args.output_dir, from_scratch=args.from_scratch, **{k: v for k, v in options.items() if v is not None})
     elif args.command == "tour":
         from .tour import run_tour
 

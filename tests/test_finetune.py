@@ -363,11 +363,15 @@ def test_glue_from_a_saved_datasets_directory(tiny_checkpoint, tmp_path):
     assert len((tmp_path / "out" / "MNLI-mm.tsv").read_text().splitlines()) == 5
 
 
-def test_demo_flow_on_a_small_sample(tmp_path, capsys):
+@pytest.mark.parametrize("from_scratch", [False, True], ids=["pretrained", "scratch"])
+def test_demo_flow_on_a_small_sample(tmp_path, capsys, from_scratch):
     from hf_roformer.training.demo import run_demo
 
-    metrics = run_demo(str(tmp_path / "demo"), epochs=0.25, max_train_examples=600, test_size=200)
+    metrics = run_demo(
+        str(tmp_path / "demo"), epochs=0.25, max_train_examples=600, test_size=200, from_scratch=from_scratch
+    )
     output = capsys.readouterr().out
+    assert ("model: random weights" if from_scratch else "model: pre-trained roformer-zh-char-small") in output
     assert "held-out accuracy" in output and "saved model, tokenizer and model card" in output
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0
     assert (tmp_path / "demo" / "README.md").exists() and (tmp_path / "demo" / "vocab.txt").exists()
@@ -375,8 +379,34 @@ def test_demo_flow_on_a_small_sample(tmp_path, capsys):
     assert output.count("  positive ") + output.count("  negative ") == 3
 
 
+def test_demo_starts_from_the_shipped_weights(monkeypatch, tmp_path):
+    """The pre-trained start loads every encoder weight of the shipped checkpoint; only the head is new."""
+    from transformers import AutoModelForMaskedLM
+
+    import hf_roformer
+    from hf_roformer.training import demo
+
+    loaded = {}
+
+    def fake_trainer(model, **kwargs):
+        loaded["model"] = model
+        raise KeyboardInterrupt  # stop before training
+
+    monkeypatch.setattr(demo, "Trainer", fake_trainer)
+    with pytest.raises(KeyboardInterrupt):
+        demo.run_demo(str(tmp_path / "demo"), max_train_examples=50, test_size=20)
+    shipped = AutoModelForMaskedLM.from_pretrained(hf_roformer.pretrained_checkpoint())
+    expected = shipped.roformer.state_dict()
+    actual = loaded["model"].roformer.state_dict()
+    assert expected.keys() <= actual.keys()
+    for name, tensor in expected.items():
+        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
+
+
 @pytest.mark.slow
-def test_full_demo_reaches_85_percent(tmp_path):
+def test_full_demo_beats_training_from_scratch(tmp_path):
     from hf_roformer.training.demo import run_demo
 
-    assert run_demo(str(tmp_path / "demo"))["eval_accuracy"] >= 0.85
+    pretrained = run_demo(str(tmp_path / "pretrained"))["eval_accuracy"]
+    scratch = run_demo(str(tmp_path / "scratch"), from_scratch=True)["eval_accuracy"]
+    assert pretrained >= 0.85 and pretrained > scratch + 0.01, (pretrained, scratch)

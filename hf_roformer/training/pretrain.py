@@ -252,6 +252,7 @@ def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -
             config.max_position_embeddings = max(config.max_position_embeddings, stage.max_length)
         if trainer.is_world_process_zero():
             trainer.save_model(str(final))
+            trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
             (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
         model = trainer.model
     if training_args.process_index == 0:
