@@ -2,13 +2,13 @@
 
 One program handles a tile of tokens x heads x features of one tensor: it reads whole heads with contiguous loads,
 splits them into the pairs (x[2i], x[2i+1]) in registers, rotates them in float32 and writes the model dtype with
-contiguous stores. Inputs may be
-strided views (the transposed output of the projections) and are read in place; outputs keep their layout. Per-token
-cos/sin make arbitrary positions (packed sequences, cache offsets) and scaled frequencies work unchanged. The backward
-pass is the inverse rotation, i.e. the same kernel with -sin.
+contiguous stores. Inputs may be strided views (the transposed output of the projections) and are read in place.
+Per-token cos/sin make arbitrary positions (packed sequences, cache offsets) and scaled frequencies work unchanged.
+The backward pass is the inverse rotation, i.e. the same kernel with -sin.
 
-The op is registered with `torch.library.custom_op`, so autograd and `torch.compile(fullgraph=True)` see one opaque
-operator. Hub-bound: Triton is optional (imported in a `try`), so remote-code users without it still load the model.
+Eager calls go through an `autograd.Function` (little per-call overhead); under `torch.compile` the kernel is a
+`torch.library.custom_op`, so `fullgraph=True` sees one opaque operator. Hub-bound: Triton is optional (imported in a
+`try`), so remote-code users without it still load the model.
 """
 
 import os
