@@ -32,7 +32,7 @@ from .finetune import tokenize, write_model_card
 LABELS = ("negative", "positive")
 DEMO_EPOCHS = 1.0
 DEMO_TRAIN_EXAMPLES = 8000
-PRETRAINED_LEARNING_RATE = 2e-4
+PRETRAINED_LEARNING_RATE = 5e-4
 SCRATCH_LEARNING_RATE = 1e-3
 EXAMPLES = ["这个手机质量很好，用起来非常流畅，推荐购买！", "物流太慢了，包装也破了，非常失望。", "还行吧，一般般。"]
 
