@@ -2,14 +2,11 @@
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 import transformers
-from conftest import tiny_config
+from conftest import run_without_the_package, tiny_config
 
 import hf_roformer
 from hf_roformer.modeling_hf_roformer import AUTO_MAP
@@ -77,33 +74,17 @@ def test_save_and_reload_through_auto_class(auto_name, tmp_path):
         assert torch.equal(first_output(reloaded(**inputs)), first_output(model(**inputs)))
 
 
-REMOTE_SCRIPT = textwrap.dedent(
-    """
-    import importlib.abc, sys
-    import torch
+REMOTE_SCRIPT = """
+import torch
+import transformers
 
-    class RefuseHfRoFormer(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_roformer" or name.startswith("hf_roformer."):
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked for this test)")
-            return None
-
-    sys.meta_path.insert(0, RefuseHfRoFormer())
-    try:
-        import hf_roformer  # noqa: F401
-        raise SystemExit("hf_roformer is importable; the test would prove nothing")
-    except ModuleNotFoundError:
-        pass
-
-    import transformers
-    for job in torch.load(sys.argv[1]):
-        auto_class = getattr(transformers, job["auto_name"])
-        model = auto_class.from_pretrained(job["checkpoint"], trust_remote_code=True).eval()
-        assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
-        with torch.no_grad():
-            torch.save({"class": type(model).__name__, "output": model(**job["inputs"])[0]}, job["output"])
-    """
-)
+for job in torch.load(sys.argv[1]):
+    auto_class = getattr(transformers, job["auto_name"])
+    model = auto_class.from_pretrained(job["checkpoint"], trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    with torch.no_grad():
+        torch.save({"class": type(model).__name__, "output": model(**job["inputs"])[0]}, job["output"])
+"""
 
 
 def test_remote_code_load_without_the_package(tmp_path):
@@ -125,19 +106,7 @@ def test_remote_code_load_without_the_package(tmp_path):
         with torch.no_grad():
             expected[auto_name] = (type(model).__name__, first_output(model(**inputs)))
     torch.save(jobs, tmp_path / "jobs.pt")
-    script = tmp_path / "load_remote.py"
-    script.write_text(REMOTE_SCRIPT)
-    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    env.pop("PYTHONPATH", None)
-    result = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "jobs.pt")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_without_the_package(tmp_path, REMOTE_SCRIPT, tmp_path / "jobs.pt", timeout=600)
     for auto_name, (class_name, output) in expected.items():
         remote = torch.load(tmp_path / auto_name / "out.pt")
         assert remote["class"] == class_name, auto_name

@@ -3,13 +3,10 @@ its card, and predicts masked characters of held-out People's Daily text better 
 
 import collections
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
+from conftest import run_without_the_package
 from huggingface_hub import ModelCard
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
@@ -77,27 +74,18 @@ def test_fill_mask_beats_a_unigram_guess_on_held_out_text(model, tokenizer):
     assert model_rate >= 2 * unigram_rate, (model_rate, unigram_rate)
 
 
-REMOTE_SCRIPT = textwrap.dedent(
-    """
-    import importlib.abc, json, sys
+REMOTE_SCRIPT = """
+import json
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    class RefuseHfRoFormer(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_roformer" or name.startswith("hf_roformer."):
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked for this test)")
-
-    sys.meta_path.insert(0, RefuseHfRoFormer())
-    import torch
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    model = AutoModelForMaskedLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
-    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
-    with torch.no_grad():
-        logits = model(**tokenizer(sys.argv[2], return_tensors="pt")).logits
-    json.dump(logits[0].tolist(), open(sys.argv[3], "w"))
-    """
-)
+model = AutoModelForMaskedLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+with torch.no_grad():
+    logits = model(**tokenizer(sys.argv[2], return_tensors="pt")).logits
+json.dump(logits[0].tolist(), open(sys.argv[3], "w"))
+"""
 
 
 def test_loads_as_remote_code_without_the_package(model, tokenizer, tmp_path):
@@ -106,18 +94,7 @@ def test_loads_as_remote_code_without_the_package(model, tokenizer, tmp_path):
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     text = "中国人民[MASK]放军"
-    (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    env.pop("PYTHONPATH", None)
-    result = subprocess.run(
-        [sys.executable, "remote.py", str(directory), text, "logits.json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_without_the_package(tmp_path, REMOTE_SCRIPT, directory, text, "logits.json")
     with torch.no_grad():
         expected = model(**tokenizer(text, return_tensors="pt")).logits[0]
     torch.testing.assert_close(torch.tensor(json.loads((tmp_path / "logits.json").read_text())), expected)

@@ -7,15 +7,14 @@ import json
 import os
 import pickle
 import shutil
-import subprocess
 import sys
-import textwrap
 import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pytest
 import transformers
+from conftest import run_without_the_package
 
 import hf_roformer
 from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer, original_pair_lengths
@@ -119,24 +118,15 @@ def test_datasets_map_with_two_processes(tokenizer, golden):
     assert mapped["input_ids"] == [record["ids"] for record in records]
 
 
-REMOTE_SCRIPT = textwrap.dedent(
-    """
-    import importlib.abc, json, sys
+REMOTE_SCRIPT = """
+import json
+from transformers import AutoTokenizer
 
-    class RefuseHfRoFormer(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_roformer" or name.startswith("hf_roformer."):
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked for this test)")
-
-    sys.meta_path.insert(0, RefuseHfRoFormer())
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
-    assert type(tokenizer).__module__.startswith("transformers_modules."), type(tokenizer).__module__
-    texts = json.load(open(sys.argv[2], encoding="utf-8"))
-    json.dump(tokenizer(texts)["input_ids"], open(sys.argv[3], "w"))
-    """
-)
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+assert type(tokenizer).__module__.startswith("transformers_modules."), type(tokenizer).__module__
+texts = json.load(open(sys.argv[2], encoding="utf-8"))
+json.dump(tokenizer(texts)["input_ids"], open(sys.argv[3], "w"))
+"""
 
 
 def test_remote_code_load_without_the_package(tokenizer, golden, tmp_path):
@@ -144,18 +134,7 @@ def test_remote_code_load_without_the_package(tokenizer, golden, tmp_path):
     tokenizer.save_pretrained(checkpoint)
     records = golden["singles"][:300] + golden["singles"][-len(golden["singles"]) // 100 :]
     (tmp_path / "texts.json").write_text(json.dumps([record["text"] for record in records]), encoding="utf-8")
-    (tmp_path / "remote.py").write_text(REMOTE_SCRIPT)
-    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    env.pop("PYTHONPATH", None)
-    result = subprocess.run(
-        [sys.executable, "remote.py", str(checkpoint), "texts.json", "ids.json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_without_the_package(tmp_path, REMOTE_SCRIPT, checkpoint, "texts.json", "ids.json")
     assert json.loads((tmp_path / "ids.json").read_text()) == [record["ids"] for record in records]
 
 
