@@ -102,6 +102,15 @@ def _block_sizes(heads: int, dim: int) -> tuple[int, int, int]:
     return block_s, block_h, block_d
 
 
+def _kernel_layout(tensors) -> list[torch.Tensor]:
+    """The tensors as the kernel reads them: one shared shape and strides with unit feature stride (copied only when
+    they differ or the features are strided)."""
+    first = tensors[0]
+    if first.stride(-1) != 1 or any(t.shape != first.shape or t.stride() != first.stride() for t in tensors[1:]):
+        return [tensor.contiguous() for tensor in tensors]
+    return list(tensors)
+
+
 def _launch(tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, sign: float) -> list[torch.Tensor]:
     """Rotate every tensor `(batch, heads, seq, d)` (same shape and strides, unit feature stride) by cos/sin
     `(1 or batch, seq, d/2)`; outputs are dense, in the inputs' order of dimensions."""
@@ -154,10 +163,7 @@ class _RotateInterleaved(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         cos, sin = ctx.saved_tensors
-        grads = [grad.contiguous() if grad.stride(-1) != 1 else grad for grad in grads]
-        if any(grad.stride() != grads[0].stride() for grad in grads[1:]):
-            grads = [grad.contiguous() for grad in grads]
-        return (None, None, *_launch(grads, cos, sin, -1.0))
+        return (None, None, *_launch(_kernel_layout(grads), cos, sin, -1.0))
 
 
 def _register_op():
@@ -184,8 +190,7 @@ def _register_op():
 
     def backward(ctx, grads):
         cos, sin = ctx.saved_tensors
-        grads = [grad.contiguous() for grad in grads]
-        return rotate_interleaved(grads, cos, sin, -ctx.sign), None, None, None
+        return rotate_interleaved(_kernel_layout(grads), cos, sin, -ctx.sign), None, None, None
 
     rotate_interleaved.register_autograd(backward, setup_context=setup_context)
     return rotate_interleaved
@@ -203,11 +208,7 @@ def rotate_with_kernel(tensors: list[torch.Tensor], cos: torch.Tensor, sin: torc
     """Rotate queries, keys (and values) `(batch, heads, seq, d)` with one kernel launch; differentiable."""
     if not TRITON_AVAILABLE:
         raise RuntimeError("The fused RoPE kernel needs Triton: pip install triton")
-    shape, strides = tensors[0].shape, tensors[0].stride()
-    if any(tensor.shape != shape or tensor.stride() != strides for tensor in tensors[1:]):
-        tensors = [tensor.contiguous() for tensor in tensors]
-    if tensors[0].stride(-1) != 1:
-        tensors = [tensor.contiguous() for tensor in tensors]
+    tensors = _kernel_layout(tensors)
     if torch.compiler.is_compiling():
         return list(_OP(tensors, cos, sin, 1.0))
     if torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors):
