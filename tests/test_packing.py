@@ -26,31 +26,31 @@ def split_packed(tensor):
     return pieces
 
 
+def assert_packed_row_equals_each_sequence_alone(model):
+    """The packed row's hidden states, split back into its sequences, equal each sequence run alone."""
+    batch = packed_batch()
+    with torch.no_grad():
+        packed = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"]).last_hidden_state
+        for piece, sequence in zip(split_packed(packed), SEQUENCES, strict=True):
+            alone = model(input_ids=torch.tensor([sequence])).last_hidden_state[0]
+            torch.testing.assert_close(piece, alone, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("backend", ["eager", "sdpa", "flex_attention"])
 @pytest.mark.parametrize("is_decoder", [False, True])
 def test_packed_row_equals_each_sequence_alone(backend, is_decoder):
     torch.manual_seed(0)
     config = tiny_config(is_decoder=is_decoder, use_cache=False, attn_implementation=backend)
     model = hf_roformer.HfRoFormerModel(config).eval()
-    batch = packed_batch()
-    assert batch["position_ids"][0].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 0, 1, 2, 3, 4, 5, 6]
-    with torch.no_grad():
-        packed = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"]).last_hidden_state
-        for piece, sequence in zip(split_packed(packed), SEQUENCES, strict=True):
-            alone = model(input_ids=torch.tensor([sequence])).last_hidden_state[0]
-            torch.testing.assert_close(piece, alone, atol=1e-5, rtol=0)
+    assert packed_batch()["position_ids"][0].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 0, 1, 2, 3, 4, 5, 6]
+    assert_packed_row_equals_each_sequence_alone(model)
 
 
 def test_packed_dynamic_rope_uses_each_sequence_length():
     torch.manual_seed(0)
     rope = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4}
     model = hf_roformer.HfRoFormerModel(tiny_config(rope_parameters=rope)).eval()
-    batch = packed_batch()
-    with torch.no_grad():
-        packed = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"]).last_hidden_state
-        for piece, sequence in zip(split_packed(packed), SEQUENCES, strict=True):
-            alone = model(input_ids=torch.tensor([sequence])).last_hidden_state[0]
-            torch.testing.assert_close(piece, alone, atol=1e-5, rtol=0)
+    assert_packed_row_equals_each_sequence_alone(model)
 
 
 def test_packed_causal_lm_loss_equals_the_padded_batch_loss():
