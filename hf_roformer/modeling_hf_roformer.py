@@ -769,7 +769,13 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             attention_mask = self._packed_attention_mask(unpadded, embedding_output, kwargs)
         elif (
             boundaries := self._packed_row_boundaries(
-                attention_mask, position_ids, embedding_output, past_key_values, encoder_hidden_states, kwargs
+                attention_mask,
+                position_ids,
+                embedding_output,
+                position_embeddings,
+                past_key_values,
+                encoder_hidden_states,
+                kwargs,
             )
         ) is not None:
             kwargs.update(boundaries)  # a packed row on a variable-length kernel: sequence boundaries, no mask
@@ -852,21 +858,34 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             return self.rotary_emb.per_query(position_ids, past_length, padding_mask)
         return self.rotary_emb(position_ids, lengths=sequence_lengths(position_ids, padding_mask))
 
+    def _attends_packed(self, position_embeddings, past_key_values, encoder_hidden_states) -> bool:
+        """Whether this forward can attend over one row packing several sequences: it never looks across rows or at
+        padded shapes (no cache, no cross-attention, no UniLM mask, softmax attention, per-token rotations), and it
+        is not being compiled, where the data-dependent token count would break the graph."""
+        config = self.config
+        return not (
+            past_key_values is not None
+            or encoder_hidden_states is not None
+            or torch.compiler.is_compiling()
+            or config.unilm
+            or config.attention_type == "linear"
+            or isinstance(position_embeddings, PerQueryRotation)
+        )
+
+    def _varlen_kernel_runs(self, hidden_states) -> bool:
+        """Whether the configured backend attends over a packed row with a variable-length kernel in this forward."""
+        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
+        return varlen_kernel_applies(self.config._attn_implementation, hidden_states, dropout)
+
     def _unpadded_batch(
         self, attention_mask, embedding_output, position_embeddings, past_key_values, encoder_hidden_states, kwargs
     ) -> UnpaddedBatch | None:
-        """How to pack this padded batch into one row of real tokens (`config.padding_free`), or None to keep it.
-
-        Packing needs a forward that never looks across rows or at padded shapes: no cache, no cross-attention, no
-        UniLM mask, softmax attention, per-token rotations, no per-layer outputs; and it is skipped while compiling,
-        where the data-dependent token count would break the graph.
-        """
+        """How to pack this padded batch into one row of real tokens (`config.padding_free`), or None to keep it:
+        where packed attention applies and no per-layer outputs are asked for."""
         config = self.config
         if config.padding_free == "never" or attention_mask is None or attention_mask.dim() != 2:
             return None
-        if past_key_values is not None or encoder_hidden_states is not None or torch.compiler.is_compiling():
-            return None
-        if config.unilm or config.attention_type == "linear" or isinstance(position_embeddings, PerQueryRotation):
+        if not self._attends_packed(position_embeddings, past_key_values, encoder_hidden_states):
             return None
         if attention_mask.shape[1] != embedding_output.shape[1]:
             return None
@@ -874,35 +893,36 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             kwargs.get(f"output_{name}", getattr(config, f"output_{name}")) for name in ("attentions", "hidden_states")
         ):
             return None
-        dropout = config.attention_probs_dropout_prob if self.training else 0.0
-        if config.padding_free == "auto" and not varlen_kernel_applies(
-            config._attn_implementation, embedding_output, dropout
-        ):
+        if config.padding_free == "auto" and not self._varlen_kernel_runs(embedding_output):
             return None
         return unpad_batch(attention_mask)
 
     def _packed_row_boundaries(
-        self, attention_mask, position_ids, embedding_output, past_key_values, encoder_hidden_states, kwargs
+        self,
+        attention_mask,
+        position_ids,
+        embedding_output,
+        position_embeddings,
+        past_key_values,
+        encoder_hidden_states,
+        kwargs,
     ) -> dict | None:
         """For a row that already packs several sequences (`DataCollatorWithFlattening`: no mask, positions restarting
         at 0) on a backend with a variable-length kernel, where each sequence starts; None otherwise."""
-        config = self.config
-        if attention_mask is not None or past_key_values is not None or encoder_hidden_states is not None:
+        if attention_mask is not None or "cu_seq_lens_q" in kwargs:
             return None
-        if config.unilm or config.attention_type == "linear" or torch.compiler.is_compiling():
+        if not self._attends_packed(position_embeddings, past_key_values, encoder_hidden_states):
             return None
-        if "cu_seq_lens_q" in kwargs or kwargs.get("output_attentions", config.output_attentions):
+        if kwargs.get("output_attentions", self.config.output_attentions):
             return None
-        dropout = config.attention_probs_dropout_prob if self.training else 0.0
-        if not varlen_kernel_applies(config._attn_implementation, embedding_output, dropout):
+        if not self._varlen_kernel_runs(embedding_output):
             return None
         return packed_row_boundaries(position_ids)
 
     def _packed_attention_mask(self, unpadded: UnpaddedBatch, packed_embeddings, kwargs):
         """Mask of a packed row, keeping each token inside its sequence (and causal in decoders): none where a
         variable-length kernel runs, which takes the sequence boundaries in `kwargs` instead."""
-        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
-        if varlen_kernel_applies(self.config._attn_implementation, packed_embeddings, dropout):
+        if self._varlen_kernel_runs(packed_embeddings):
             kwargs.update(unpadded.varlen_kwargs())
             return None
         same_sequence = same_sequence_mask_function(unpadded.sequence_ids)
