@@ -67,8 +67,16 @@ class HfRoFormerConfig(PreTrainedConfig):
             performer-pytorch does; a different model).
         linear_attention_eps: Lower clamp of the linear-attention denominator sum_n phi(q_m)^T phi(k_n).
         linear_chunk_size: Chunk length of causal linear attention (memory O(N * chunk), speed only).
-        norm_type: "layer_norm" (RoFormer) or "rms_norm", which selects the RoFormer-V2 layout: parameter-free RMS
-            norms x / sqrt(mean(x^2) + eps), dropout before the embedding norm, and a bare tied-embedding MLM head.
+        norm_type: "layer_norm" (RoFormer) or "rms_norm" (RoFormer-V2: parameter-free RMS norms
+            x / sqrt(mean(x^2) + eps)). It selects the norm only; the other RoFormer-V2 traits are the two fields below,
+            derived from it when absent.
+        dropout_before_embeddings_norm: Apply the embeddings' dropout before their norm (RoFormer-V2) instead of after
+            it. None derives it from `norm_type`: True for "rms_norm", False otherwise.
+        lm_head_transform: Give the language-modeling head a dense + activation + layer norm transform and an output
+            bias before the tied vocabulary projection (RoFormer, BERT); False makes the head the bare tied embedding
+            matrix without bias (RoFormer-V2). None derives it from `norm_type`: False for "rms_norm", True otherwise.
+        lm_head_layer_norm_eps: Epsilon of the language-modeling head's transform layer norm. None means
+            `layer_norm_eps`; bert4keras >= 0.11.4 checkpoints use 1e-7 in the encoder and 1e-12 here.
         use_bias: Biases in the transformer's linear layers (RoFormer-V2 has none).
         pooler_activation: Add a pooler on the first token: None (no pooler), "tanh" (BERT's) or "linear"
             (RoFormer-Sim's, whose cosine similarity compares sentences).
@@ -131,10 +139,20 @@ class HfRoFormerConfig(PreTrainedConfig):
     pooler_activation: str | None = None
     unilm: bool = False
     padding_free: str = "auto"
+    dropout_before_embeddings_norm: bool | None = None
+    lm_head_transform: bool | None = None
+    lm_head_layer_norm_eps: float | None = None
 
     def __post_init__(self, **kwargs):
         if self.embedding_size is None:
             self.embedding_size = self.hidden_size
+        # Derived fields are resolved here, so saved configs carry the values the model was built with.
+        if self.dropout_before_embeddings_norm is None:
+            self.dropout_before_embeddings_norm = self.norm_type == "rms_norm"
+        if self.lm_head_transform is None:
+            self.lm_head_transform = self.norm_type != "rms_norm"
+        if self.lm_head_layer_norm_eps is None:
+            self.lm_head_layer_norm_eps = self.layer_norm_eps
         # Checked here, not only in the strict validators, so that a bad value raises a plain `ValueError` at
         # construction (the validators wrap errors in huggingface_hub's own exception type).
         self.check_architecture()
