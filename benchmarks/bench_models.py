@@ -2,6 +2,8 @@
 
     python benchmarks/bench_models.py --preset cpu   # 2 threads, hidden 256, 4 layers (the CPU targets)
     python benchmarks/bench_models.py --preset gpu   # CUDA, bf16, base size (768 hidden, 12 layers, 12 heads)
+    python benchmarks/bench_models.py --preset gpu --compile default          # both models under torch.compile
+    python benchmarks/bench_models.py --preset gpu --compile reduce-overhead  # ... replayed as CUDA graphs
 
 All three models have the same size and random weights; hf_roformer is loaded from the transformers RoFormer's
 weights, so the benchmark also checks that both compute the same thing. Results: benchmarks/results/models_<preset>.*
@@ -41,10 +43,12 @@ PRESETS = {
         "size": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
         "inference": [(32, 128), (8, 512), (2, 1536), (8, 2048), (1, 8192)],
         "training": [(8, 512), (8, 2048)],
+        "compiled_inference": [(32, 128), (8, 512), (8, 2048)],
         "repeats": 20,
     },
 }
 MODELS = ("hf_roformer", "transformers_roformer", "bert_sdpa")
+COMPILED_MODELS = ("hf_roformer", "bert_sdpa")
 
 
 def build_models(kind: str, size: dict, max_length: int, training: bool):
@@ -173,6 +177,60 @@ def parity_check(size: dict, device, dtype) -> float:
     return (outputs[0] - outputs[1]).abs().max().item()
 
 
+def run_compiled(preset_name: str, mode: str) -> dict:
+    """hf_roformer and BERT-SDPA inference under `torch.compile(mode=mode)` (static shapes; "reduce-overhead" replays
+    CUDA graphs), on the preset's `compiled_inference` shapes."""
+    preset = PRESETS[preset_name]
+    device, dtype = torch.device(preset["device"]), getattr(torch, preset["dtype"])
+    shapes = preset.get("compiled_inference", preset["inference"])
+    max_length = max(length for _, length in shapes)
+    results = {}
+    models = {
+        kind: torch.compile(
+            build_models(kind, preset["size"], max_length, training=False).to(device, dtype).eval(),
+            mode=mode,
+            dynamic=False,
+        )
+        for kind in COMPILED_MODELS
+    }
+    for batch, length in shapes:
+        steps = {kind: inference_step(model, batch, length, device, dtype) for kind, model in models.items()}
+        by_model = measure(steps, device, preset["repeats"])
+        for kind, result in by_model.items():
+            result["tokens_per_s"] = batch * length / result["median_s"]
+            result["tflops"] = model_flops(preset["size"], batch, length, False) / result["median_s"] / 1e12
+            print(f"compiled {mode} {batch}x{length:<6d} {kind:12s} {result['tokens_per_s']:>12,.0f} tok/s", flush=True)
+        results[f"{batch}x{length}"] = by_model
+    return {
+        "preset": preset_name,
+        "compile_mode": mode,
+        "config": dict(preset),
+        "machine": benchlib.machine_info(device),
+        "peak_matmul_tflops": measured_peak_tflops(device, dtype),
+        "results": {"inference": results},
+    }
+
+
+def compiled_markdown(payload: dict) -> str:
+    """The compiled run's table: throughput of both models and their ratio."""
+    machine, peak = payload["machine"], payload["peak_matmul_tflops"]
+    rows = []
+    for shape, by_model in payload["results"]["inference"].items():
+        ours, bert = by_model["hf_roformer"], by_model["bert_sdpa"]
+        rows.append(
+            [shape, f"{ours['tokens_per_s']:,.0f}", f"{bert['tokens_per_s']:,.0f}"]
+            + [f"{ours['tokens_per_s'] / bert['tokens_per_s']:.2f}x"]
+            + ([f"{ours['tflops'] / peak:.0%}"] if peak else [])
+        )
+    headers = ["batch x length", "hf_roformer tok/s", "bert_sdpa tok/s", "vs BERT-SDPA"] + (["MFU"] if peak else [])
+    return (
+        f"# Model benchmark: preset `{payload['preset']}`, `torch.compile(mode=\"{payload['compile_mode']}\")`\n\n"
+        f"Machine: {machine.get('gpu', machine['cpu'])}, torch {machine['torch']}, transformers "
+        f"{machine['transformers']}, {payload['config']['dtype']}, {machine['date']}. Inference, static shapes, "
+        f"median of {payload['config']['repeats']} runs after compilation.\n\n" + benchlib.markdown_table(headers, rows)
+    )
+
+
 def run(preset_name: str) -> dict:
     """Measure every model on every shape of the preset."""
     preset = PRESETS[preset_name]
@@ -262,11 +320,17 @@ def to_markdown(payload: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
+    parser.add_argument("--compile", choices=["default", "reduce-overhead", "max-autotune"], help="compile mode")
     parser.add_argument("--memory-probe", nargs=4, metavar=("MODE", "MODEL", "BATCH", "LENGTH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_probe:
         mode, kind, batch, length = args.memory_probe
         print(memory_probe(args.preset, mode, kind, int(batch), int(length)))
+        return
+    if args.compile:
+        payload = run_compiled(args.preset, args.compile)
+        name = f"models_{args.preset}_compiled_{args.compile.replace('-', '_')}"
+        print("\n".join(str(path) for path in benchlib.write_results(name, payload, compiled_markdown(payload))))
         return
     payload = run(args.preset)
     paths = benchlib.write_results(f"models_{args.preset}", payload, to_markdown(payload))

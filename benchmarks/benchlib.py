@@ -101,6 +101,20 @@ def back_to_back_seconds(function: Callable[[], object], device: torch.device, c
     return (time.perf_counter() - start) / calls
 
 
+def host_seconds(function: Callable[[], object], device: torch.device, calls: int = 200) -> float:
+    """Host time per call of `function`: `calls` calls issued back to back and timed without waiting for the device
+    (which runs behind), i.e. the Python, dispatch and launch work the host does per call."""
+    for _ in range(5):
+        function()
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        function()
+    elapsed = time.perf_counter() - start
+    synchronize(device)
+    return elapsed / calls
+
+
 def kernel_seconds(function: Callable[[], object], device: torch.device, calls: int = 20) -> float:
     """Device time per call of `function`: the summed durations of the GPU kernels it launches, read by the profiler,
     so neither host overhead nor idle gaps between launches count. CUDA only."""

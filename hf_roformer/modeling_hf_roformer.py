@@ -16,7 +16,6 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPoolingAndCrossAttentions,
@@ -29,11 +28,20 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.pytorch_utils import apply_chunking_to_forward
-from transformers.utils import logging
+from transformers.utils import ModelOutput, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
+from .batch_plan_hf_roformer import BatchPlan, plan_batch
 from .configuration_hf_roformer import HfRoFormerConfig
+from .input_checks_hf_roformer import (
+    check_ids_in_range,
+    check_ids_or_embeds,
+    check_labels,
+    check_model_inputs,
+    check_tensor,
+    check_values,
+)
 from .linear_attention_hf_roformer import (
     HfRoFormerLinearAttentionCache,
     bidirectional_linear_attention,
@@ -42,18 +50,11 @@ from .linear_attention_hf_roformer import (
     linear_attention_features,
 )
 from .model_card_hf_roformer import MODEL_TAGS, add_card_metadata, card_metadata
-from .padding_free_hf_roformer import (
-    UnpaddedBatch,
-    packed_row_boundaries,
-    unpad_batch,
-    varlen_attention_forward,
-    varlen_kernel_applies,
-)
+from .padding_free_hf_roformer import varlen_attention_forward
 from .rope_scaling_hf_roformer import rope_attention_factor
 from .rotary_hf_roformer import (
     HfRoFormerRotaryEmbedding,
     PerQueryRotation,
-    apply_rotary_pos_emb,
     per_query_rotary_attention,
     rotate_interleaved,
 )
@@ -73,45 +74,9 @@ AUTO_MAP = {
     "AutoModelForMultipleChoice": "modeling_hf_roformer.HfRoFormerForMultipleChoice",
     "AutoModelForQuestionAnswering": "modeling_hf_roformer.HfRoFormerForQuestionAnswering",
 }
-
-
-def check_ids_in_range(ids: torch.Tensor, size: int, name: str, size_name: str) -> None:
-    """Raise a `ValueError` when `ids` holds a value outside `[0, size)`, before an embedding lookup turns it into an
-    opaque index error (CPU) or a device-side assert (CUDA). Skipped while compiling, where it would break the graph."""
-    if torch.compiler.is_compiling() or ids.numel() == 0:
-        return
-    low, high = (int(value) for value in torch.aminmax(ids))
-    if low < 0 or high >= size:
-        bad = low if low < 0 else high
-        raise ValueError(
-            f"`{name}` contains {bad}, outside the valid range [0, {size - 1}] given by `{size_name}`={size}; "
-            "check that the tokenizer (or segment ids) match the model."
-        )
-
-
-def packed_sequence_ids(position_ids: torch.Tensor | None) -> torch.Tensor | None:
-    """For rows packing several sequences (positions restarting at 0, as `DataCollatorWithFlattening` makes them), the
-    index of the sequence each token belongs to; None for ordinary rows (or while compiling, where it is not checked).
-    """
-    if position_ids is None or position_ids.shape[-1] < 2 or torch.compiler.is_compiling():
-        return None
-    restarts = position_ids[..., 1:] <= position_ids[..., :-1]
-    if not bool(restarts.any()):
-        return None
-    return (position_ids == 0).long().cumsum(dim=-1)
-
-
-def sequence_lengths(position_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """Length of the sequence each token of an encoder batch belongs to, `(batch, seq)`: the sequence's largest real
-    position + 1 (padding excluded; each sequence of a packed row separately)."""
-    if attention_mask is not None:
-        position_ids = position_ids.expand(attention_mask.shape[0], -1).masked_fill(attention_mask == 0, -1)
-    sequence_ids = packed_sequence_ids(position_ids) if attention_mask is None else None
-    if sequence_ids is None:
-        return (position_ids.max(dim=-1, keepdim=True).values + 1).expand_as(position_ids)
-    longest = torch.full((position_ids.shape[0], int(sequence_ids.max()) + 1), -1, device=position_ids.device)
-    longest = longest.scatter_reduce(1, sequence_ids, position_ids, reduce="amax")
-    return longest.gather(1, sequence_ids) + 1
+# Type hints of the inputs every forward takes.
+TokenIds = torch.LongTensor | None
+Floats = torch.Tensor | None
 
 
 def eager_attention_forward(
@@ -158,8 +123,8 @@ def make_norm(config: HfRoFormerConfig, size: int) -> nn.Module:
 
 
 class HfRoFormerEmbeddings(nn.Module):
-    """Token plus segment embeddings, then norm and dropout (RoFormer-V2: dropout, then norm). Positions enter later,
-    as rotations in attention."""
+    """Token plus segment embeddings, then norm and dropout (`dropout_before_embeddings_norm`: dropout, then norm, as
+    RoFormer-V2). Positions enter later, as rotations in attention."""
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
@@ -167,13 +132,10 @@ class HfRoFormerEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
         self.LayerNorm = make_norm(config, config.embedding_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.dropout_before_norm = config.norm_type == "rms_norm"
+        self.dropout_before_norm = config.dropout_before_embeddings_norm
 
     def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
+        self, input_ids: TokenIds = None, token_type_ids: TokenIds = None, inputs_embeds: Floats = None
     ) -> torch.Tensor:
         """Embed `input_ids` (or take `inputs_embeds`) and add the segment embeddings of `token_type_ids`."""
         if inputs_embeds is None:
@@ -222,29 +184,14 @@ class HfRoFormerAttentionBase(nn.Module):
     def attend(self, query, key, value, attention_mask, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Rotated queries, keys and values through the configured attention backend (SDPA over a packed row with
         sequence boundaries goes to its variable-length kernel)."""
+        dropout = self.dropout_prob if self.training else 0.0
         if "cu_seq_lens_q" in kwargs and self.config._attn_implementation == "sdpa":
-            return varlen_attention_forward(
-                self,
-                query,
-                key,
-                value,
-                attention_mask,
-                self.scaling,
-                self.dropout_prob if self.training else 0.0,
-                **kwargs,
-            )
+            return varlen_attention_forward(self, query, key, value, attention_mask, self.scaling, dropout, **kwargs)
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
         return attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.dropout_prob if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
+            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )
 
 
@@ -258,37 +205,28 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         self.rotary_value = config.rotary_value
 
     def forward(
-        self,
-        hidden_states: torch.Tensor,
-        position_embeddings: tuple[torch.Tensor, torch.Tensor] | PerQueryRotation,
-        attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs,
+        self, hidden_states: torch.Tensor, plan: BatchPlan, past_key_values: Cache | None = None, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights."""
         query = self.split_heads(self.query, hidden_states)
         key = self.split_heads(self.key, hidden_states)
         value = self.split_heads(self.value, hidden_states)
         cache = self_attention_cache(past_key_values)
-        if isinstance(position_embeddings, PerQueryRotation):
-            attn_output, attn_weights = self._attend_rotating_per_query(
-                query, key, value, position_embeddings, attention_mask, cache, **kwargs
-            )
+        if isinstance(plan.rotation, PerQueryRotation):
+            output, weights = self._attend_rotating_per_query(query, key, value, plan, cache, **kwargs)
         else:
-            cos, sin = position_embeddings
-            query, key, rotated_value = apply_rotary_pos_emb(
-                query, key, cos, sin, value=value if self.rotary_value else None
-            )
-            if rotated_value is not None:
-                value = rotated_value
+            # The projections are fresh tensors nobody else reads: the kernel may rotate them in place.
+            rotated = plan.rotation.rotate(query, key, *([value] if self.rotary_value else []), in_place=True)
+            query, key, value = rotated[0], rotated[1], rotated[2] if self.rotary_value else value
             if cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
-            attn_output, attn_weights = self.attend(query, key, value, attention_mask, **kwargs)
-        return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
+            output, weights = self.attend(query, key, value, plan.attention_mask, **plan.attention_kwargs, **kwargs)
+        return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
 
-    def _attend_rotating_per_query(self, query, key, value, rotation, attention_mask, cache, **kwargs):
+    def _attend_rotating_per_query(self, query, key, value, plan: BatchPlan, cache, **kwargs):
         """Length-dependent rope in a decoder: keys and values are cached unrotated and rotated with the queries'
         frequencies, which grow with the length each query sees."""
+        rotation = plan.rotation
         if cache is not None:
             key, value = cache.update(key, value, self.layer_idx)
         if rotation.key_cos is None:
@@ -306,7 +244,7 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         if self.rotary_value:
             value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
         key = rotate_interleaved(key, rotation.key_cos, rotation.key_sin)
-        return self.attend(query, key, value, attention_mask, **kwargs)
+        return self.attend(query, key, value, plan.attention_mask, **kwargs)
 
 
 class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
@@ -324,27 +262,22 @@ class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
         self.rotary_value = config.rotary_value
 
     def forward(
-        self,
-        hidden_states: torch.Tensor,
-        position_embeddings: tuple[torch.Tensor, torch.Tensor],
-        attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs,
+        self, hidden_states: torch.Tensor, plan: BatchPlan, past_key_values: Cache | None = None, **kwargs
     ) -> tuple[torch.Tensor, None]:
-        """Attend with eq. 19. `attention_mask` is the 2D padding mask of the current tokens (1 = real)."""
+        """Attend with eq. 19; the plan's mask is the 2D padding mask of the current tokens (1 = real)."""
         query = self.split_heads(self.query, hidden_states)
         key = self.split_heads(self.key, hidden_states)
         value = self.split_heads(self.value, hidden_states)
-        cos, sin = position_embeddings
+        rotation = plan.rotation
         if self.rotary_value:
-            value = rotate_interleaved(value, cos, sin)
+            (value,) = rotation.rotate(value)
         features = linear_attention_features(
             query,
             key,
-            lambda x: rotate_interleaved(x, cos, sin),
+            lambda x: rotation.rotate(x)[0],
             self.config.linear_feature_map,
             self.config.linear_rotation_order,
-            attention_mask,
+            plan.attention_mask,
         )
         eps = self.config.linear_attention_eps
         if not self.is_causal:
@@ -368,8 +301,8 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
     def forward(
         self,
         hidden_states: torch.Tensor,
+        plan: BatchPlan,
         encoder_hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -385,38 +318,35 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
             if past_key_values is not None:
                 key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
                 past_key_values.is_updated[self.layer_idx] = True
-        attn_output, attn_weights = self.attend(query, key, value, attention_mask, **kwargs)
+        attn_output, attn_weights = self.attend(query, key, value, plan.encoder_attention_mask, **kwargs)
         return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
 
 
-class HfRoFormerSelfOutput(nn.Module):
-    """Output projection of an attention block, dropout, residual connection and post layer norm."""
+class HfRoFormerResidualOutput(nn.Module):
+    """Projection back to the hidden size, dropout, residual connection and post-norm: the end of the attention block
+    (`attention.output`) and of the feed-forward block (`output`)."""
 
-    def __init__(self, config: HfRoFormerConfig):
+    def __init__(self, config: HfRoFormerConfig, input_size: int):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.dense = nn.Linear(input_size, config.hidden_size, bias=config.use_bias)
         self.LayerNorm = make_norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
         """Project `hidden_states` and add them to the block input `input_tensor` before normalizing."""
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        hidden_states = self.dense(hidden_states)
+        if self.training:  # dropout is the identity in evaluation: not dispatched at all there
+            hidden_states = self.dropout(hidden_states)
+        return self.LayerNorm(hidden_states + input_tensor)
 
 
 class HfRoFormerAttention(nn.Module):
     """An attention block: self- or cross-attention (`.self`) followed by its output projection (`.output`)."""
 
-    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None, is_cross_attention: bool = False):
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int, attention_class: type[HfRoFormerAttentionBase]):
         super().__init__()
-        self.is_cross_attention = is_cross_attention
-        if is_cross_attention:
-            attention_class = HfRoFormerCrossAttention
-        elif config.attention_type == "linear":
-            attention_class = HfRoFormerLinearSelfAttention
-        else:
-            attention_class = HfRoFormerSelfAttention
         self.self = attention_class(config, layer_idx=layer_idx)
-        self.output = HfRoFormerSelfOutput(config)
+        self.output = HfRoFormerResidualOutput(config, config.hidden_size)
 
     def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         """Run the attention (arguments as for `.self`) and the residual output projection."""
@@ -437,63 +367,38 @@ class HfRoFormerIntermediate(nn.Module):
         return self.intermediate_act_fn(self.dense(hidden_states))
 
 
-class HfRoFormerOutput(nn.Module):
-    """Second half of the feed-forward block: projection back, dropout, residual and post layer norm."""
-
-    def __init__(self, config: HfRoFormerConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.use_bias)
-        self.LayerNorm = make_norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        """Project the activations and add them to the block input `input_tensor` before normalizing."""
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
-
-
 class HfRoFormerLayer(GradientCheckpointingLayer):
     """One transformer layer: self-attention, optional cross-attention (decoders), feed-forward; all post-norm."""
 
-    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int):
         super().__init__()
-        self.chunk_size_feed_forward = config.chunk_size_feed_forward
-        self.is_decoder = config.is_decoder
-        self.attention = HfRoFormerAttention(config, layer_idx=layer_idx)
+        self_attention = HfRoFormerLinearSelfAttention if config.attention_type == "linear" else HfRoFormerSelfAttention
+        self.attention = HfRoFormerAttention(config, layer_idx, self_attention)
         if config.add_cross_attention:
-            self.crossattention = HfRoFormerAttention(config, layer_idx=layer_idx, is_cross_attention=True)
+            self.crossattention = HfRoFormerAttention(config, layer_idx, HfRoFormerCrossAttention)
         self.intermediate = HfRoFormerIntermediate(config)
-        self.output = HfRoFormerOutput(config)
+        self.output = HfRoFormerResidualOutput(config, config.intermediate_size)
+        self.chunk_size_feed_forward = config.chunk_size_feed_forward
 
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
+        plan: BatchPlan,
         encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         past_key_values: Cache | None = None,
         **kwargs,
     ) -> torch.Tensor:
-        """Transform `hidden_states`; `position_embeddings` are the (cos, sin) of the tokens' positions."""
-        attention_output = self.attention(
-            hidden_states, position_embeddings, attention_mask, past_key_values=past_key_values, **kwargs
-        )
+        """Transform `hidden_states` in the layout, with the masks and rotations, of the forward's `plan`."""
+        hidden_states = self.attention(hidden_states, plan, past_key_values=past_key_values, **kwargs)
         if encoder_hidden_states is not None:
-            if not hasattr(self, "crossattention"):
-                raise ValueError(
-                    "`encoder_hidden_states` were passed but the model has no cross-attention layers; build it with "
-                    "`is_decoder=True, add_cross_attention=True`."
-                )
-            attention_output = self.crossattention(
-                attention_output,
-                encoder_hidden_states,
-                encoder_attention_mask,
-                past_key_values=past_key_values,
-                **kwargs,
+            hidden_states = self.crossattention(
+                hidden_states, plan, encoder_hidden_states, past_key_values=past_key_values, **kwargs
             )
-        return apply_chunking_to_forward(self.feed_forward_chunk, self.chunk_size_feed_forward, 1, attention_output)
+        if self.chunk_size_feed_forward > 0:  # memory only: the same result, computed in chunks of tokens
+            return apply_chunking_to_forward(self.feed_forward, self.chunk_size_feed_forward, 1, hidden_states)
+        return self.feed_forward(hidden_states)
 
-    def feed_forward_chunk(self, attention_output: torch.Tensor) -> torch.Tensor:
+    def feed_forward(self, attention_output: torch.Tensor) -> torch.Tensor:
         """Feed-forward block on (a chunk of) the attention output."""
         return self.output(self.intermediate(attention_output), attention_output)
 
@@ -508,21 +413,14 @@ class HfRoFormerEncoder(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
+        plan: BatchPlan,
         encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> torch.Tensor:
         """Run every layer in turn (extra keyword arguments are passed to each layer)."""
         for layer in self.layer:
             # hidden states and encoder states positionally, so reentrant gradient checkpointing propagates gradients
-            hidden_states = layer(
-                hidden_states,
-                attention_mask,
-                encoder_hidden_states,
-                encoder_attention_mask=encoder_attention_mask,
-                **kwargs,
-            )
+            hidden_states = layer(hidden_states, plan, encoder_hidden_states, **kwargs)
         return hidden_states
 
 
@@ -533,7 +431,7 @@ class HfRoFormerPredictionHeadTransform(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.embedding_size)
         self.transform_act_fn = ACT2FN[config.hidden_act]
-        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.lm_head_layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Transform hidden states into the embedding space."""
@@ -541,12 +439,12 @@ class HfRoFormerPredictionHeadTransform(nn.Module):
 
 
 class HfRoFormerLMPredictionHead(nn.Module):
-    """Vocabulary logits: transform, then the (tied) embedding matrix plus an output-only bias. RoFormer-V2's head is
-    the bare tied embedding matrix (no transform, no bias)."""
+    """Vocabulary logits: transform, then the (tied) embedding matrix plus an output-only bias; without
+    `lm_head_transform` (RoFormer-V2) the bare tied embedding matrix (no transform, no bias)."""
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
-        if is_bare_lm_head(config):
+        if not config.lm_head_transform:
             self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
             return
         self.transform = HfRoFormerPredictionHeadTransform(config)
@@ -558,24 +456,6 @@ class HfRoFormerLMPredictionHead(nn.Module):
         if hasattr(self, "transform"):
             hidden_states = self.transform(hidden_states)
         return self.decoder(hidden_states)
-
-
-def is_bare_lm_head(config: HfRoFormerConfig) -> bool:
-    """RoFormer-V2 (`norm_type="rms_norm"`) predicts tokens with the tied embedding alone."""
-    return config.norm_type == "rms_norm"
-
-
-LM_HEAD_TIES = {
-    "cls.predictions.decoder.bias": "cls.predictions.bias",
-    "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
-}
-
-
-def lm_head_ties(config: HfRoFormerConfig) -> dict[str, str]:
-    """Tied parameters of a language-modeling head: the embedding matrix, and the bias when the head has one."""
-    if is_bare_lm_head(config):
-        return {"cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight"}
-    return dict(LM_HEAD_TIES)
 
 
 class HfRoFormerOnlyMLMHead(nn.Module):
@@ -661,26 +541,6 @@ class HfRoFormerPooler(nn.Module):
         return self.activation(self.dense(hidden_states[:, 0]))
 
 
-def same_sequence_mask_function(sequence_ids: torch.Tensor):
-    """Mask function letting a token attend only within its own packed sequence."""
-
-    def allowed(batch_idx, head_idx, q_idx, kv_idx):
-        return sequence_ids[batch_idx, q_idx] == sequence_ids[batch_idx, kv_idx]
-
-    return allowed
-
-
-def unilm_mask_function(token_type_ids: torch.Tensor):
-    """UniLM's sequence-to-sequence mask (RoFormer-Sim): with idx = cumsum(token_type_ids), position i may attend to
-    j iff idx[j] <= idx[i]; the source (segment 0) sees itself, the target (segment 1) the source and its past."""
-    segment_index = token_type_ids.cumsum(dim=-1)
-
-    def allowed(batch_idx, head_idx, q_idx, kv_idx):
-        return segment_index[batch_idx, kv_idx] <= segment_index[batch_idx, q_idx]
-
-    return allowed
-
-
 class HfRoFormerModel(HfRoFormerPreTrainedModel):
     """The bare RoFormer transformer, returning hidden states (and a pooled vector with `pooler_activation`).
 
@@ -714,107 +574,47 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
     @merge_with_config_defaults
     @capture_outputs
     def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        use_cache: bool | None = None,
-        **kwargs,
+        self, input_ids: TokenIds = None, attention_mask: Floats = None, token_type_ids: TokenIds = None,
+        position_ids: TokenIds = None, inputs_embeds: Floats = None, encoder_hidden_states: Floats = None,
+        encoder_attention_mask: Floats = None, past_key_values: Cache | None = None, use_cache: bool | None = None,
+        read_positions: tuple[int, ...] | str | None = None, **kwargs,
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
-        """Encode a batch.
+        """Encode a batch: `(batch, seq_len)` ids (or `inputs_embeds`), padding `attention_mask` (1 = real token;
+        `(batch, past + seq_len)` with a cache), segment `token_type_ids`, and `position_ids` `(batch or 1, seq_len)`,
+        the angles of the rotations (default: `arange` after the cached length; any integers, RoPE has no table).
 
-        Args:
-            input_ids: Token ids `(batch, seq_len)`; exactly one of `input_ids` and `inputs_embeds` is required.
-            attention_mask: 1 for real tokens, 0 for padding, `(batch, seq_len)` (or `(batch, past + seq_len)` with a
-                cache).
-            token_type_ids: Segment ids, default 0.
-            position_ids: Positions whose rotations are applied, `(batch or 1, seq_len)`; default `arange` continuing
-                after the cached length. Any non-negative integers work: RoPE has no table.
-            inputs_embeds: Precomputed token embeddings `(batch, seq_len, embedding_size)`.
-            encoder_hidden_states: Encoder output a decoder with cross-attention attends to.
-            encoder_attention_mask: Padding mask of `encoder_hidden_states`.
-            past_key_values: Key/value cache of earlier decoding steps (decoders only).
-            use_cache: Return an updated cache (decoders only).
+        Decoders take `past_key_values`/`use_cache` and, with cross-attention, `encoder_hidden_states` and their
+        `encoder_attention_mask`. `kwargs` may declare packed rows (`cu_seq_lens_q/k` + `max_length_q/k`, or
+        `seq_idx`, as `DataCollatorWithFlattening` passes them) and carry attention-backend arguments. Heads pass
+        `read_positions`, the output positions they read besides real tokens (`(0,)`, `(-1,)`: one per row, which may
+        be padding; "all"), so that padding-free layouts keep their results exact.
         """
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+        check_model_inputs(
+            self.config, input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+            position_ids=position_ids, inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            past_length=past_key_values.get_seq_length() if past_key_values is not None else 0,
+        )
         use_cache = bool(use_cache) and self.config.is_decoder
-        linear = self.config.attention_type == "linear"
         if use_cache:
             past_key_values = self._prepare_cache(past_key_values, encoder_hidden_states)
-
-        embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds)
+        hidden_states = self.embeddings(input_ids, token_type_ids, inputs_embeds)
         if hasattr(self, "embeddings_project"):
-            embedding_output = self.embeddings_project(embedding_output)
-
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        seq_length = embedding_output.shape[1]
-        if position_ids is None:
-            position_ids = torch.arange(past_length, past_length + seq_length, device=embedding_output.device)
-            position_ids = position_ids.unsqueeze(0)
-        position_embeddings = self._rotary_embeddings(position_ids, attention_mask, past_length)
-
-        unpadded = self._unpadded_batch(
-            attention_mask, embedding_output, position_embeddings, past_key_values, encoder_hidden_states, kwargs
+            hidden_states = self.embeddings_project(hidden_states)
+        if self.pooler is not None:  # the pooler reads the first position of every row
+            read_positions = "all" if read_positions == "all" else (0, *(read_positions or ()))
+        plan = plan_batch(
+            self.config, hidden_states, self.rotary_emb, attention_mask=attention_mask, position_ids=position_ids,
+            token_type_ids=token_type_ids, past_key_values=past_key_values, encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask, read_positions=read_positions, training=self.training,
+            attention_kwargs=kwargs,
         )
-        if unpadded is not None:
-            embedding_output = unpadded.pack(embedding_output)
-            position_ids = unpadded.pack(position_ids)
-            position_embeddings = tuple(unpadded.pack(rotation) for rotation in position_embeddings)
-            attention_mask = self._packed_attention_mask(unpadded, embedding_output, kwargs)
-        elif (
-            boundaries := self._packed_row_boundaries(
-                attention_mask,
-                position_ids,
-                embedding_output,
-                position_embeddings,
-                past_key_values,
-                encoder_hidden_states,
-                kwargs,
-            )
-        ) is not None:
-            kwargs.update(boundaries)  # a packed row on a variable-length kernel: sequence boundaries, no mask
-            attention_mask = None
-        elif linear:  # linear attention takes the padding mask of the current tokens, not an attention-score mask
-            if attention_mask is not None:
-                attention_mask = attention_mask[:, -seq_length:]
-        else:
-            attention_mask = self._self_attention_mask(
-                attention_mask,
-                embedding_output,
-                past_key_values,
-                position_ids,
-                token_type_ids if past_length == 0 else None,
-            )
-        if encoder_attention_mask is not None:
-            encoder_attention_mask = create_bidirectional_mask(
-                config=self.config,
-                inputs_embeds=embedding_output,
-                attention_mask=encoder_attention_mask,
-                encoder_hidden_states=encoder_hidden_states,
-            )
-        sequence_output = self.encoder(
-            embedding_output,
-            attention_mask,
-            encoder_hidden_states,
-            encoder_attention_mask,
-            position_embeddings=position_embeddings,
-            past_key_values=past_key_values,
-            position_ids=position_ids,
-            **kwargs,
+        hidden_states = self.encoder(
+            plan.pack(hidden_states), plan, encoder_hidden_states, past_key_values=past_key_values, **kwargs
         )
-        if unpadded is not None:
-            sequence_output = unpadded.unpack(sequence_output)
-        if linear and use_cache:
-            linear_cache = past_key_values
-            if isinstance(linear_cache, EncoderDecoderCache):
-                linear_cache = linear_cache.self_attention_cache
-            linear_cache.seen_tokens += seq_length
+        sequence_output = plan.unpack(hidden_states)
+        if use_cache and self.config.attention_type == "linear":
+            self_attention_cache(past_key_values).seen_tokens += sequence_output.shape[1]
         return BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=sequence_output,
             pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
@@ -848,164 +648,21 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             return EncoderDecoderCache(linear_state(past_key_values), DynamicCache(config=self.config))
         return linear_state(past_key_values)
 
-    def _rotary_embeddings(self, position_ids, attention_mask, past_length):
-        """The rotations every layer applies: cos/sin per token, or per-query state for length-dependent rope types in
-        decoders (so cached decoding equals a full forward)."""
-        padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
-        if not self.rotary_emb.depends_on_length:
-            return self.rotary_emb(position_ids)
-        if self.config.is_decoder:
-            return self.rotary_emb.per_query(position_ids, past_length, padding_mask)
-        return self.rotary_emb(position_ids, lengths=sequence_lengths(position_ids, padding_mask))
 
-    def _attends_packed(self, position_embeddings, past_key_values, encoder_hidden_states) -> bool:
-        """Whether this forward can attend over one row packing several sequences: it never looks across rows or at
-        padded shapes (no cache, no cross-attention, no UniLM mask, softmax attention, per-token rotations), and it
-        is not being compiled, where the data-dependent token count would break the graph."""
-        config = self.config
-        return not (
-            past_key_values is not None
-            or encoder_hidden_states is not None
-            or torch.compiler.is_compiling()
-            or config.unilm
-            or config.attention_type == "linear"
-            or isinstance(position_embeddings, PerQueryRotation)
-        )
+class HfRoFormerTiedLMHeadMixin:
+    """The language-modeling head (`cls`) tied to the input embeddings, shared by the masked and causal LMs."""
 
-    def _varlen_kernel_runs(self, hidden_states) -> bool:
-        """Whether the configured backend attends over a packed row with a variable-length kernel in this forward."""
-        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
-        return varlen_kernel_applies(self.config._attn_implementation, hidden_states, dropout)
+    _tied_weights_keys = {
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+        "cls.predictions.decoder.weight": "roformer.embeddings.word_embeddings.weight",
+    }
 
-    def _unpadded_batch(
-        self, attention_mask, embedding_output, position_embeddings, past_key_values, encoder_hidden_states, kwargs
-    ) -> UnpaddedBatch | None:
-        """How to pack this padded batch into one row of real tokens (`config.padding_free`), or None to keep it:
-        where packed attention applies and no per-layer outputs are asked for."""
-        config = self.config
-        if config.padding_free == "never" or attention_mask is None or attention_mask.dim() != 2:
-            return None
-        if not self._attends_packed(position_embeddings, past_key_values, encoder_hidden_states):
-            return None
-        if attention_mask.shape[1] != embedding_output.shape[1]:
-            return None
-        if any(
-            kwargs.get(f"output_{name}", getattr(config, f"output_{name}")) for name in ("attentions", "hidden_states")
-        ):
-            return None
-        if config.padding_free == "auto" and not self._varlen_kernel_runs(embedding_output):
-            return None
-        return unpad_batch(attention_mask)
-
-    def _packed_row_boundaries(
-        self,
-        attention_mask,
-        position_ids,
-        embedding_output,
-        position_embeddings,
-        past_key_values,
-        encoder_hidden_states,
-        kwargs,
-    ) -> dict | None:
-        """For a row that already packs several sequences (`DataCollatorWithFlattening`: no mask, positions restarting
-        at 0) on a backend with a variable-length kernel, where each sequence starts; None otherwise."""
-        if attention_mask is not None or "cu_seq_lens_q" in kwargs:
-            return None
-        if not self._attends_packed(position_embeddings, past_key_values, encoder_hidden_states):
-            return None
-        if kwargs.get("output_attentions", self.config.output_attentions):
-            return None
-        if not self._varlen_kernel_runs(embedding_output):
-            return None
-        return packed_row_boundaries(position_ids)
-
-    def _packed_attention_mask(self, unpadded: UnpaddedBatch, packed_embeddings, kwargs):
-        """Mask of a packed row, keeping each token inside its sequence (and causal in decoders): none where a
-        variable-length kernel runs, which takes the sequence boundaries in `kwargs` instead."""
-        if self._varlen_kernel_runs(packed_embeddings):
-            kwargs.update(unpadded.varlen_kwargs())
-            return None
-        same_sequence = same_sequence_mask_function(unpadded.sequence_ids)
-        if self.config.is_decoder:
-            return create_causal_mask(
-                config=self.config,
-                inputs_embeds=packed_embeddings,
-                attention_mask=None,
-                past_key_values=None,
-                position_ids=None,  # positions may jump (middle padding); sequences come from `same_sequence`
-                and_mask_function=same_sequence,
-            )
-        return create_bidirectional_mask(
-            config=self.config, inputs_embeds=packed_embeddings, attention_mask=None, and_mask_function=same_sequence
-        )
-
-    def _self_attention_mask(
-        self, attention_mask, embedding_output, past_key_values, position_ids, unilm_token_type_ids=None
-    ):
-        """The self-attention mask in the form the configured backend expects (None where none is needed).
-
-        UniLM models get their sequence-to-sequence mask on a forward without cache; decoding steps after it append
-        target tokens, which see everything before them: a causal mask over the cache.
-        """
-        if self.config.unilm:
-            if self.config._attn_implementation.startswith("flash"):
-                raise ValueError("`unilm=True` needs an attention backend that takes masks: eager, sdpa or flex.")
-            if unilm_token_type_ids is not None or past_key_values is None or past_key_values.get_seq_length() == 0:
-                token_type_ids = unilm_token_type_ids
-                if token_type_ids is None:
-                    token_type_ids = torch.zeros(
-                        embedding_output.shape[:2], dtype=torch.long, device=embedding_output.device
-                    )
-                attention_mask = create_bidirectional_mask(
-                    config=self.config,
-                    inputs_embeds=embedding_output,
-                    attention_mask=attention_mask,
-                    and_mask_function=unilm_mask_function(token_type_ids),
-                    allow_is_bidirectional_skip=False,
-                )
-            else:
-                attention_mask = create_causal_mask(
-                    config=self.config,
-                    inputs_embeds=embedding_output,
-                    attention_mask=attention_mask,
-                    past_key_values=past_key_values,
-                    position_ids=position_ids,
-                    allow_is_causal_skip=False,
-                )
-        elif self.config.is_decoder:
-            attention_mask = create_causal_mask(
-                config=self.config,
-                inputs_embeds=embedding_output,
-                attention_mask=attention_mask,
-                past_key_values=past_key_values,
-                position_ids=position_ids,
-            )
-        else:
-            packed = packed_sequence_ids(position_ids) if attention_mask is None else None
-            attention_mask = create_bidirectional_mask(
-                config=self.config,
-                inputs_embeds=embedding_output,
-                attention_mask=attention_mask,
-                and_mask_function=same_sequence_mask_function(packed) if packed is not None else None,
-            )
-        return attention_mask
-
-
-class HfRoFormerForMaskedLM(HfRoFormerPreTrainedModel):
-    """RoFormer with the masked-language-modeling head it was pre-trained with (`fill-mask`)."""
-
-    _auto_class = "AutoModelForMaskedLM"
-    pipeline_tag = "fill-mask"
-    _tied_weights_keys = LM_HEAD_TIES
-
-    def __init__(self, config: HfRoFormerConfig):
-        super().__init__(config)
-        if config.is_decoder:
-            logger.warning("HfRoFormerForMaskedLM expects `config.is_decoder=False` (bidirectional attention).")
-        self.roformer = HfRoFormerModel(config)
+    def add_lm_head(self, config: HfRoFormerConfig) -> None:
+        """Create `cls`; a bare head (no transform) ties only the embedding matrix, having no bias."""
         self.cls = HfRoFormerOnlyMLMHead(config)
-        self._tied_weights_keys = lm_head_ties(config)
-        self.post_init()
+        self._tied_weights_keys = dict(type(self)._tied_weights_keys)
+        if not config.lm_head_transform:
+            del self._tied_weights_keys["cls.predictions.decoder.bias"]
 
     def get_output_embeddings(self) -> nn.Linear:
         """The vocabulary projection (tied to the input embeddings)."""
@@ -1017,66 +674,120 @@ class HfRoFormerForMaskedLM(HfRoFormerPreTrainedModel):
         if new_embeddings.bias is not None:
             self.cls.predictions.bias = new_embeddings.bias
 
+
+def flatten_choices(shape, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds) -> tuple:
+    """Multiple-choice inputs `(batch, choices, seq_len, ...)` as rows `(batch * choices, seq_len, ...)`; masks,
+    segment ids and positions must have the ids' `shape` (positions may broadcast over the batch)."""
+    given = {"attention_mask": attention_mask, "token_type_ids": token_type_ids, "position_ids": position_ids}
+    for name, tensor in given.items():
+        if tensor is not None:
+            expected = (None if name == "position_ids" else shape[0], *shape[1:])
+            kind = "mask" if name == "attention_mask" else "integer"
+            check_tensor(name, tensor, kind=kind, dims=(3,), shape=expected)
+    if position_ids is not None:
+        position_ids = position_ids.expand(shape)
+    tensors = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+    return tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
+
+
+class HfRoFormerTaskModel(HfRoFormerPreTrainedModel):
+    """The skeleton of the heads that map the encoder output to logits and take `labels`: encode, `logits`, `loss`.
+
+    `read_positions` tells the encoder which output positions the head reads besides real tokens; a head with
+    `scores_choices` takes `(batch, num_choices, seq_len)` inputs and scores each choice.
+    """
+
+    output_type: type
+    read_positions: tuple[int, ...] | None = None
+    scores_choices: bool = False
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.roformer = HfRoFormerModel(config)
+
+    def logits(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """The head's logits from the encoder's last hidden states (and the padding mask)."""
+        raise NotImplementedError
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, **kwargs) -> torch.Tensor:
+        """The head's training loss."""
+        raise NotImplementedError
+
+    def check_labels(self, labels, batch: int, length: int) -> None:
+        """Refuse labels of the wrong type, shape or range for inputs of `(batch, length)` (choices: `length`)."""
+        raise NotImplementedError
+
     @can_return_tuple
     def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> MaskedLMOutput:
-        """Vocabulary logits for every position; with `labels` (-100 = ignored) also the masked-LM loss."""
-        outputs = self.roformer(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.cls(outputs.last_hidden_state)
-        loss = None
+        self, input_ids: TokenIds = None, attention_mask: Floats = None, token_type_ids: TokenIds = None,
+        position_ids: TokenIds = None, inputs_embeds: Floats = None, labels: Floats = None, **kwargs,
+    ) -> ModelOutput:
+        """Logits of the head (see the class); with `labels` also its loss."""
+        inputs = check_ids_or_embeds(input_ids, inputs_embeds, ids_rank=3 if self.scores_choices else 2)
+        num_choices = None
+        if self.scores_choices:  # (batch, choices, seq_len) -> (batch * choices, seq_len)
+            num_choices = inputs.shape[1]
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = flatten_choices(
+                inputs.shape[:3], input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds
+            )
         if labels is not None:
-            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
-        return MaskedLMOutput(
+            self.check_labels(labels, *inputs.shape[:2])
+        outputs = self.roformer(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, read_positions=self.read_positions, return_dict=True, **kwargs,
+        )
+        logits = self.logits(outputs.last_hidden_state, attention_mask)
+        if num_choices is not None:
+            logits = logits.view(-1, num_choices)
+        loss = None if labels is None else self.loss(logits, labels, **kwargs)
+        return self.output_type(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
 
 
-class HfRoFormerForCausalLM(HfRoFormerPreTrainedModel, GenerationMixin):
+class HfRoFormerForMaskedLM(HfRoFormerTiedLMHeadMixin, HfRoFormerTaskModel):
+    """RoFormer with the masked-language-modeling head it was pre-trained with (`fill-mask`)."""
+
+    _auto_class = "AutoModelForMaskedLM"
+    pipeline_tag = "fill-mask"
+    output_type = MaskedLMOutput
+
+    def __init__(self, config: HfRoFormerConfig):
+        super().__init__(config)
+        if config.is_decoder:
+            logger.warning("HfRoFormerForMaskedLM expects `config.is_decoder=False` (bidirectional attention).")
+        self.add_lm_head(config)
+        self.post_init()
+
+    def logits(self, sequence_output, attention_mask):
+        """Vocabulary logits for every position."""
+        return self.cls(sequence_output)
+
+    def loss(self, logits, labels, **kwargs):
+        """Masked-LM cross-entropy (-100 = ignored)."""
+        return self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+
+    def check_labels(self, labels, batch, length):
+        """One token id (or -100) per input token."""
+        vocab = self.config.vocab_size
+        check_labels("labels", labels, kind="integer", shape=(batch, length), high=vocab, ignore_index=True)
+
+
+class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel, GenerationMixin):
     """RoFormer as a left-to-right language model (`generate`, KV cache), e.g. the original RoFormer-GPT, or the
     decoder of an `EncoderDecoderModel` when built with `add_cross_attention=True`."""
 
     _auto_class = "AutoModelForCausalLM"
     pipeline_tag = "text-generation"
-    _tied_weights_keys = LM_HEAD_TIES
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
         if not config.is_decoder:
             logger.warning("HfRoFormerForCausalLM used with `is_decoder=False`: attention will not be causal.")
         self.roformer = HfRoFormerModel(config)
-        self.cls = HfRoFormerOnlyMLMHead(config)
-        self._tied_weights_keys = lm_head_ties(config)
+        self.add_lm_head(config)
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        """The vocabulary projection (tied to the input embeddings)."""
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        """Replace the vocabulary projection and its bias."""
-        self.cls.predictions.decoder = new_embeddings
-        if new_embeddings.bias is not None:
-            self.cls.predictions.bias = new_embeddings.bias
 
     def prepare_inputs_for_generation(self, *args, **kwargs):
         """As `GenerationMixin` does; a UniLM model without `token_type_ids` reads the prompt as the source segment
@@ -1104,40 +815,28 @@ class HfRoFormerForCausalLM(HfRoFormerPreTrainedModel, GenerationMixin):
 
     @can_return_tuple
     def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        labels: torch.LongTensor | None = None,
-        use_cache: bool | None = None,
-        logits_to_keep: int | torch.Tensor = 0,
-        **kwargs,
+        self, input_ids: TokenIds = None, attention_mask: Floats = None, token_type_ids: TokenIds = None,
+        position_ids: TokenIds = None, inputs_embeds: Floats = None, encoder_hidden_states: Floats = None,
+        encoder_attention_mask: Floats = None, past_key_values: Cache | None = None, labels: TokenIds = None,
+        use_cache: bool | None = None, logits_to_keep: int | torch.Tensor = 0, **kwargs,
     ) -> CausalLMOutputWithCrossAttentions:
         """Next-token logits; with `labels` also the shifted language-modeling loss.
 
-        `logits_to_keep` computes logits only for the last N positions (0 = all), as in transformers' causal LMs.
+        `logits_to_keep` computes logits only for the last N positions (0 = all), as in transformers' causal LMs. The
+        loss pairs each label with the logits one position earlier, which may be padding (left or middle padding).
         """
+        inputs = check_ids_or_embeds(input_ids, inputs_embeds)
+        if labels is not None:
+            vocab = self.config.vocab_size
+            check_labels("labels", labels, kind="integer", shape=tuple(inputs.shape[:2]), high=vocab, ignore_index=True)
         outputs = self.roformer(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask,
-            past_key_values=past_key_values,
-            use_cache=use_cache,
-            return_dict=True,
-            **kwargs,
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask, past_key_values=past_key_values, use_cache=use_cache,
+            read_positions=None if labels is None else "all", return_dict=True, **kwargs,
         )
-        hidden_states = outputs.last_hidden_state
         kept = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        logits = self.cls(hidden_states[:, kept, :])
+        logits = self.cls(outputs.last_hidden_state[:, kept, :])
         loss = None
         if labels is not None:
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
@@ -1161,7 +860,7 @@ class HfRoFormerClassificationHead(nn.Module):
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
         self.activation = ACT2FN[config.hidden_act]
 
-    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+    def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Label logits from the first token's hidden state."""
         features = self.dropout(sequence_output[:, 0, :])
         features = self.dropout(self.activation(self.dense(features)))
@@ -1178,7 +877,7 @@ class HfRoFormerMeanPoolingHead(nn.Module):
 
     def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Label logits from the mean of the real tokens' hidden states."""
-        if attention_mask is None:
+        if attention_mask is None or attention_mask.dim() != 2:
             pooled = sequence_output.mean(dim=1)
         else:
             weights = attention_mask.to(sequence_output.dtype).unsqueeze(-1)
@@ -1186,7 +885,7 @@ class HfRoFormerMeanPoolingHead(nn.Module):
         return self.out_proj(self.dropout(pooled))
 
 
-class HfRoFormerForSequenceClassification(HfRoFormerPreTrainedModel):
+class HfRoFormerForSequenceClassification(HfRoFormerTaskModel):
     """RoFormer with a sentence-level head: single-label or multi-label classification, or regression
     (`num_labels=1`), chosen by `config.problem_type` or inferred from the labels as transformers does.
 
@@ -1196,52 +895,49 @@ class HfRoFormerForSequenceClassification(HfRoFormerPreTrainedModel):
 
     _auto_class = "AutoModelForSequenceClassification"
     pipeline_tag = "text-classification"
+    output_type = SequenceClassifierOutput
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
-        self.num_labels = config.num_labels
-        self.roformer = HfRoFormerModel(config)
         if config.classifier_pooling == "mean":
             self.classifier = HfRoFormerMeanPoolingHead(config)
         else:
             self.classifier = HfRoFormerClassificationHead(config)
+            self.read_positions = (0,)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        **kwargs,
-    ) -> SequenceClassifierOutput:
-        """Label logits `(batch, num_labels)`; with `labels` also the loss of the problem type."""
-        outputs = self.roformer(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        if self.config.classifier_pooling == "mean":
-            padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
-            logits = self.classifier(outputs.last_hidden_state, padding_mask)
+    def logits(self, sequence_output, attention_mask):
+        """Label logits `(batch, num_labels)` from the pooled sequence."""
+        return self.classifier(sequence_output, attention_mask)
+
+    def loss(self, logits, labels, **kwargs):
+        """The loss of the problem type (cross-entropy, binary cross-entropy or mean squared error)."""
+        return self.loss_function(labels, logits, self.config, **kwargs)
+
+    def check_labels(self, labels, batch, length):
+        """Regression (`num_labels=1`): one float per row; single-label: one class index per row; multi-label: one
+        0/1 float per row and label. The problem type is `config.problem_type`, else inferred as transformers does."""
+        num_labels, problem = self.config.num_labels, self.config.problem_type
+        check_tensor("labels", labels, kind="mask", dims=(1, 2))
+        if problem is None:
+            if num_labels == 1:
+                problem = "regression"
+            elif labels.dtype.is_floating_point:
+                problem = "multi_label_classification"
+            else:
+                problem = "single_label_classification"
+        if problem == "single_label_classification":
+            check_labels("labels", labels, kind="integer", shape=(batch,), high=num_labels)
+            return
+        shape = (batch,) if problem == "regression" and num_labels == 1 and labels.dim() == 1 else (batch, num_labels)
+        check_labels("labels", labels, kind="floating", shape=shape)
+        if problem == "regression":
+            check_values("labels", labels, labels.isfinite(), "regression targets must be finite numbers")
         else:
-            logits = self.classifier(outputs.last_hidden_state)
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(labels, logits, self.config, **kwargs)
-        return SequenceClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+            check_values("labels", labels, (labels >= 0) & (labels <= 1), "multi-label targets must lie in [0, 1]")
 
 
-class HfRoFormerForMultipleChoice(HfRoFormerPreTrainedModel):
+class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
     """RoFormer scoring each of several candidate sequences; inputs are `(batch, num_choices, seq_len)`.
 
     Each choice is scored from the hidden state at its last position, as transformers' `RoFormerForMultipleChoice`
@@ -1250,90 +946,53 @@ class HfRoFormerForMultipleChoice(HfRoFormerPreTrainedModel):
 
     _auto_class = "AutoModelForMultipleChoice"
     pipeline_tag = "multiple-choice"
+    output_type = MultipleChoiceModelOutput
+    read_positions = (-1,)
+    scores_choices = True
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
-        self.roformer = HfRoFormerModel(config)
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> MultipleChoiceModelOutput:
-        """Choice logits `(batch, num_choices)`; with `labels` (the correct choice index) also the cross-entropy."""
-        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
+    def logits(self, sequence_output, attention_mask):
+        """One score per choice, from its last position."""
+        return self.classifier(sequence_output[:, -1])
 
-        def flatten_choices(tensor):
-            return None if tensor is None else tensor.reshape(-1, *tensor.shape[2:])
+    def loss(self, logits, labels, **kwargs):
+        """Cross-entropy over the choices; `labels` is the correct choice's index."""
+        return nn.functional.cross_entropy(logits, labels.to(logits.device))
 
-        outputs = self.roformer(
-            flatten_choices(input_ids),
-            attention_mask=flatten_choices(attention_mask),
-            token_type_ids=flatten_choices(token_type_ids),
-            position_ids=flatten_choices(position_ids),
-            inputs_embeds=flatten_choices(inputs_embeds),
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.classifier(outputs.last_hidden_state[:, -1]).view(-1, num_choices)
-        loss = None
-        if labels is not None:
-            loss = nn.functional.cross_entropy(logits, labels.to(logits.device))
-        return MultipleChoiceModelOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+    def check_labels(self, labels, batch, num_choices):
+        """The index of the correct choice of every question."""
+        check_labels("labels", labels, kind="integer", shape=(batch,), high=num_choices)
 
 
-class HfRoFormerForTokenClassification(HfRoFormerPreTrainedModel):
+class HfRoFormerForTokenClassification(HfRoFormerTaskModel):
     """RoFormer with a per-token classifier (named entities, word segmentation, part-of-speech tags)."""
 
     _auto_class = "AutoModelForTokenClassification"
     pipeline_tag = "token-classification"
+    output_type = TokenClassifierOutput
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
-        self.num_labels = config.num_labels
-        self.roformer = HfRoFormerModel(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> TokenClassifierOutput:
-        """Per-token label logits; with `labels` (-100 = ignored) also the cross-entropy."""
-        outputs = self.roformer(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(logits, labels, self.config, **kwargs)
-        return TokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+    def logits(self, sequence_output, attention_mask):
+        """Per-token label logits."""
+        return self.classifier(self.dropout(sequence_output))
+
+    def loss(self, logits, labels, **kwargs):
+        """Cross-entropy over tokens (-100 = ignored)."""
+        return self.loss_function(logits, labels, self.config, **kwargs)
+
+    def check_labels(self, labels, batch, length):
+        """One class index (or -100) per input token."""
+        num_labels = self.config.num_labels
+        check_labels("labels", labels, kind="integer", shape=(batch, length), high=num_labels, ignore_index=True)
 
 
 class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
@@ -1350,29 +1009,27 @@ class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
 
     @can_return_tuple
     def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        start_positions: torch.LongTensor | None = None,
-        end_positions: torch.LongTensor | None = None,
-        **kwargs,
+        self, input_ids: TokenIds = None, attention_mask: Floats = None, token_type_ids: TokenIds = None,
+        position_ids: TokenIds = None, inputs_embeds: Floats = None, start_positions: TokenIds = None,
+        end_positions: TokenIds = None, **kwargs,
     ) -> QuestionAnsweringModelOutput:
-        """Span logits; with `start_positions` and `end_positions` also the mean of the two cross-entropies."""
+        """Span logits; with `start_positions` and `end_positions` also the mean of the two cross-entropies, a softmax
+        over every position (padding included, as transformers' models compute it)."""
+        training_span = start_positions is not None and end_positions is not None
+        inputs = check_ids_or_embeds(input_ids, inputs_embeds)
+        if training_span:  # positions past the input are ignored, as transformers does
+            for name, positions in (("start_positions", start_positions), ("end_positions", end_positions)):
+                check_tensor(name, positions, kind="integer", dims=(1, 2))
+                if positions.shape[0] != inputs.shape[0] or positions.numel() != inputs.shape[0]:
+                    raise ValueError(f"`{name}` has shape {tuple(positions.shape)}, expected ({inputs.shape[0]},).")
+                check_values(name, positions, positions >= 0, "answer positions must be >= 0")
         outputs = self.roformer(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, read_positions="all" if training_span else None, return_dict=True, **kwargs,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(-1)
         loss = None
-        if start_positions is not None and end_positions is not None:
+        if training_span:
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
         return QuestionAnsweringModelOutput(
             loss=loss,

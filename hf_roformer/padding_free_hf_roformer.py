@@ -58,42 +58,41 @@ class UnpaddedBatch(NamedTuple):
         }
 
 
-def unpad_batch(attention_mask: torch.Tensor) -> UnpaddedBatch | None:
-    """Index bookkeeping to pack the real tokens of a `(batch, seq)` padding mask (1 = real, 0 = padding, padding on
-    either side or in between); None when there is no padding to remove."""
+def unpad_batch(
+    attention_mask: torch.Tensor,
+    read_positions: tuple[int, ...] | str | None = None,
+    max_real_fraction: float | None = None,
+) -> UnpaddedBatch | None:
+    """Index bookkeeping to pack the real tokens of a `(batch, seq)` padding mask (1 = real, 0 = padding, on either
+    side or in between), or None where packing cannot or should not happen: no padding; a caller that reads padding
+    positions (`read_positions`: "all", or positions such as `(0,)` that are padding in some row); more real tokens
+    than `max_real_fraction` of the batch.
+
+    Reads one small tensor on the host (total and longest real length, and the read position's state): a
+    variable-length kernel needs the longest length as a number, and the packed row's length is data-dependent.
+    """
+    if read_positions == "all":
+        return None
     real = attention_mask.bool()
-    if bool(real.all()):
+    batch, seq_length = real.shape
+    lengths = real.sum(dim=-1)
+    summary = [lengths.sum(), lengths.max()]
+    if read_positions is not None:
+        summary.append(real[:, list(read_positions)].all().long())
+    total, longest, *read_is_real = torch.stack(summary).tolist()
+    if total == batch * seq_length or not all(read_is_real):
         return None
-    lengths = real.sum(dim=-1, dtype=torch.int32)
-    cu_seq_lens = torch.nn.functional.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
-    rows = torch.arange(real.shape[0], device=real.device).unsqueeze(1).expand_as(real)
+    if max_real_fraction is not None and total > max_real_fraction * batch * seq_length:
+        return None
+    rows = torch.arange(batch, device=real.device)
     return UnpaddedBatch(
-        indices=real.flatten().nonzero().squeeze(1),
-        sequence_ids=rows[real].unsqueeze(0),
-        cu_seq_lens=cu_seq_lens,
-        max_length=int(lengths.max()),
-        batch_size=real.shape[0],
-        seq_length=real.shape[1],
+        indices=torch.nonzero_static(real.flatten(), size=total).squeeze(1),
+        sequence_ids=torch.repeat_interleave(rows, lengths, output_size=total).unsqueeze(0),
+        cu_seq_lens=torch.nn.functional.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0)),
+        max_length=longest,
+        batch_size=batch,
+        seq_length=seq_length,
     )
-
-
-def packed_row_boundaries(position_ids: torch.Tensor) -> dict | None:
-    """Variable-length kernel arguments for one row packing several sequences (positions restarting at 0, as
-    `DataCollatorWithFlattening` makes them); None for anything else."""
-    if position_ids.dim() != 2 or position_ids.shape[0] != 1 or position_ids.shape[1] < 2:
-        return None
-    starts = (position_ids[0] == 0).nonzero().squeeze(1)
-    if starts.numel() < 2 or int(starts[0]) != 0:
-        return None
-    total = torch.tensor([position_ids.shape[1]], device=starts.device, dtype=starts.dtype)
-    cu_seq_lens = torch.cat([starts, total]).to(torch.int32)
-    max_length = int((cu_seq_lens[1:] - cu_seq_lens[:-1]).max())
-    return {
-        "cu_seq_lens_q": cu_seq_lens,
-        "cu_seq_lens_k": cu_seq_lens,
-        "max_length_q": max_length,
-        "max_length_k": max_length,
-    }
 
 
 def attention_dtype(hidden_states: torch.Tensor) -> torch.dtype:

@@ -70,11 +70,13 @@ class HfRoFormerRotaryEmbedding(nn.Module):
         position_ids: torch.LongTensor,
         past_length: int,
         attention_mask: torch.Tensor | None,
+        allowed_keys: torch.Tensor | None = None,
     ) -> PerQueryRotation:
         """Rotation state for a decoder with a length-dependent rope type: each query uses the frequencies of the
         prefix it sees (its position + 1), and keys (cached and new) are rotated per query.
 
-        `attention_mask` is the 2D padding mask over cached + current tokens. Cached keys are assumed to sit at
+        `attention_mask` is the 2D padding mask over cached + current tokens; `allowed_keys` `(batch, seq, keys)`
+        restricts the keys further (packed rows: each query's own sequence). Cached keys are assumed to sit at
         consecutive positions ending where the current ones start, as in `generate`.
         """
         batch, seq_len = position_ids.shape[0], position_ids.shape[1]
@@ -93,6 +95,8 @@ class HfRoFormerRotaryEmbedding(nn.Module):
         allowed = allowed[None].expand(batch, -1, -1)
         if attention_mask is not None:
             allowed = allowed & attention_mask[:, None, :num_keys].bool()
+        if allowed_keys is not None:
+            allowed = allowed & allowed_keys
 
         key_cos = key_sin = None
         if bool((inv_freq == inv_freq[:1, :1]).all()):
@@ -161,6 +165,34 @@ def _rotate_complex(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(pairs * rotation).flatten(-2).to(x.dtype)
 
 
+class TokenRotation:
+    """The rotation of every token of one forward, prepared once and applied by every layer (paper eq. 34).
+
+    It holds float32 cos/sin `(batch or 1, seq, d/2)` and, for the path this forward takes, their form ready to use:
+    the fused kernel reads cos/sin as they are (CUDA with Triton); eager PyTorch multiplies by the complex rotation
+    e^(i m theta) `(batch or 1, 1, seq, d/2)`; compiled graphs use real cos/sin with a head axis (compilers generate no
+    code for complex math). Layers thus pay one fused operation per tensor and no per-layer setup.
+    """
+
+    def __init__(self, cos: torch.Tensor, sin: torch.Tensor):
+        self.cos, self.sin = cos, sin
+        self.uses_kernel = kernel_applies(cos)
+        self.compiling = torch.compiler.is_compiling()
+        self.complex = None
+        if not self.uses_kernel and not self.compiling:
+            self.complex = torch.complex(cos, sin).unsqueeze(1)
+
+    def rotate(self, *tensors: torch.Tensor, in_place: bool = False) -> list[torch.Tensor]:
+        """Rotate each `(batch, heads, seq, d)` tensor (queries, keys, values) by its tokens' angles; the kernel
+        rotates them all in one launch, in place when `in_place` and no gradient is recorded."""
+        if self.uses_kernel:
+            return rotate_with_kernel(list(tensors), self.cos, self.sin, in_place=in_place)
+        if self.compiling:
+            cos, sin = self.cos.unsqueeze(1), self.sin.unsqueeze(1)
+            return [_rotate_pairs(tensor, cos, sin) for tensor in tensors]
+        return [_rotate_complex(tensor, self.complex) for tensor in tensors]
+
+
 def apply_rotary_pos_emb(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -168,19 +200,10 @@ def apply_rotary_pos_emb(
     sin: torch.Tensor,
     value: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Rotate queries and keys (and values when given, for `rotary_value`) by their positions' angles.
-
-    The single entry point attention code calls: on CUDA with Triton the fused kernel rotates all of them in one
-    launch; elsewhere (and as the reference) the PyTorch implementation of eq. 34 does.
-    """
-    if kernel_applies(query):
-        rotated = rotate_with_kernel([query, key] + ([] if value is None else [value]), cos, sin)
-        return rotated[0], rotated[1], rotated[2] if value is not None else None
-    query = rotate_interleaved(query, cos, sin)
-    key = rotate_interleaved(key, cos, sin)
-    if value is not None:
-        value = rotate_interleaved(value, cos, sin)
-    return query, key, value
+    """Rotate queries and keys (and values when given, for `rotary_value`) by their positions' angles: the functional
+    form of `TokenRotation`, for callers holding cos/sin `(batch, seq, d/2)`."""
+    rotated = TokenRotation(cos, sin).rotate(query, key, *([] if value is None else [value]))
+    return rotated[0], rotated[1], rotated[2] if value is not None else None
 
 
 # Elements of the per-chunk rotated-key tensor (batch * heads * queries * keys * head_dim), about 64 MB in float32.
@@ -232,6 +255,7 @@ def per_query_rotary_attention(
 __all__ = [
     "HfRoFormerRotaryEmbedding",
     "PerQueryRotation",
+    "TokenRotation",
     "apply_rotary_pos_emb",
     "per_query_rotary_attention",
     "rotate_interleaved",

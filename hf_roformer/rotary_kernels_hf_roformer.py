@@ -11,6 +11,7 @@ Eager calls go through an `autograd.Function` (little per-call overhead); under 
 `try`), so remote-code users without it still load the model.
 """
 
+import functools
 import os
 
 import torch
@@ -93,13 +94,17 @@ if TRITON_AVAILABLE:
         tl.store(target + out_rows + feature[None, None, :], rotated, mask=mask)
 
 
-def _block_sizes(heads: int, dim: int) -> tuple[int, int, int]:
-    """Tile of tokens x heads x features per program: whole heads (no masked lanes when the head count has a
-    power-of-two factor), about 4,096 elements, so each program moves enough bytes to keep the memory system busy."""
+@functools.lru_cache(maxsize=256)
+def _launch_config(tokens: int, heads: int, dim: int, count: int) -> tuple[tuple[int, int, int], dict]:
+    """Grid and tile of one launch, computed once per shape (every layer of a forward launches the same shape).
+
+    A tile is tokens x heads x features: whole heads (no masked lanes when the head count has a power-of-two factor),
+    about 4,096 elements, so each program moves enough bytes to keep the memory system busy."""
     block_d = triton.next_power_of_2(dim)
     block_h = min(heads & -heads, 16, max(1, 4096 // block_d))  # the largest power of two dividing `heads`
     block_s = max(1, 4096 // (block_h * block_d))
-    return block_s, block_h, block_d
+    grid = (triton.cdiv(tokens, block_s), triton.cdiv(heads, block_h), count)
+    return grid, {"BLOCK_S": block_s, "BLOCK_H": block_h, "BLOCK_D": block_d}
 
 
 def _kernel_layout(tensors) -> list[torch.Tensor]:
@@ -111,17 +116,20 @@ def _kernel_layout(tensors) -> list[torch.Tensor]:
     return list(tensors)
 
 
-def _launch(tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, sign: float) -> list[torch.Tensor]:
+def _launch(
+    tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, sign: float, in_place: bool = False
+) -> list[torch.Tensor]:
     """Rotate every tensor `(batch, heads, seq, d)` (same shape and strides, unit feature stride) by cos/sin
-    `(1 or batch, seq, d/2)`; outputs are dense, in the inputs' order of dimensions."""
+    `(1 or batch, seq, d/2)`; outputs are dense, in the inputs' order of dimensions, or the inputs themselves when
+    `in_place` (each program reads its whole tile before writing it, and tiles do not overlap)."""
     first = tensors[0]
     batch, heads, seq_len, dim = first.shape
-    outputs = [torch.empty_like(tensor) for tensor in tensors]
-    cos, sin = cos.float().contiguous(), sin.float().contiguous()
+    outputs = tensors if in_place else [torch.empty_like(tensor) for tensor in tensors]
+    if cos.dtype != torch.float32 or not cos.is_contiguous():
+        cos, sin = cos.float().contiguous(), sin.float().contiguous()
     angle_stride_b = 0 if cos.shape[0] == 1 else cos.stride(0)
-    block_s, block_h, block_d = _block_sizes(heads, dim)
     tokens = batch * seq_len
-    grid = (triton.cdiv(tokens, block_s), triton.cdiv(heads, block_h), len(tensors))
+    grid, blocks = _launch_config(tokens, heads, dim, len(tensors))
     pointers = tensors + [tensors[0]] * (3 - len(tensors))
     out_pointers = outputs + [outputs[0]] * (3 - len(outputs))
     stride_b, stride_h, stride_s, _ = first.stride()
@@ -144,9 +152,7 @@ def _launch(tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, s
         angle_stride_b,
         cos.stride(1),
         sign,
-        BLOCK_S=block_s,
-        BLOCK_H=block_h,
-        BLOCK_D=block_d,
+        **blocks,
     )
     return outputs
 
@@ -204,8 +210,13 @@ def kernel_applies(query: torch.Tensor) -> bool:
     return TRITON_AVAILABLE and KERNEL_ENABLED and query.is_cuda
 
 
-def rotate_with_kernel(tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor) -> list[torch.Tensor]:
-    """Rotate queries, keys (and values) `(batch, heads, seq, d)` with one kernel launch; differentiable."""
+def rotate_with_kernel(
+    tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, in_place: bool = False
+) -> list[torch.Tensor]:
+    """Rotate queries, keys (and values) `(batch, heads, seq, d)` with one kernel launch; differentiable.
+
+    `in_place=True` lets inference overwrite the inputs (fresh projections nobody else reads) instead of allocating
+    outputs; autograd and compiled graphs always get new tensors."""
     if not TRITON_AVAILABLE:
         raise RuntimeError("The fused RoPE kernel needs Triton: pip install triton")
     tensors = _kernel_layout(tensors)
@@ -213,7 +224,7 @@ def rotate_with_kernel(tensors: list[torch.Tensor], cos: torch.Tensor, sin: torc
         return list(_OP(tensors, cos, sin, 1.0))
     if torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors):
         return list(_RotateInterleaved.apply(cos, sin, *tensors))
-    return _launch(tensors, cos, sin, 1.0)
+    return _launch(tensors, cos, sin, 1.0, in_place=in_place)
 
 
 __all__ = ["KERNEL_ENABLED", "TRITON_AVAILABLE", "kernel_applies", "rotate_with_kernel"]

@@ -1,5 +1,6 @@
-"""Padding-free batches in transformers' convention: `DataCollatorWithFlattening` packs sequences into one row with
-restarting `position_ids`; every sequence is processed as if it were alone."""
+"""Packed rows in transformers' convention: `DataCollatorWithFlattening` packs sequences into one row and the caller
+declares where each starts (`cu_seq_lens_q/k` + `max_length_q/k`, or `seq_idx`); every sequence is then processed as
+if it were alone. Positions alone never declare packing: they are rotation angles."""
 
 import pytest
 import torch
@@ -10,11 +11,28 @@ import hf_roformer
 
 
 SEQUENCES = [[5, 6, 7, 8, 9], [11, 12, 13], [21, 22, 23, 24, 25, 26, 27]]
+DECLARATIONS = {
+    "flash_attn_kwargs": {"return_flash_attn_kwargs": True},
+    "seq_idx": {"return_seq_idx": True},
+}
+TOKEN_HEADS = [
+    hf_roformer.HfRoFormerModel,
+    hf_roformer.HfRoFormerForMaskedLM,
+    hf_roformer.HfRoFormerForCausalLM,
+    hf_roformer.HfRoFormerForTokenClassification,
+    hf_roformer.HfRoFormerForQuestionAnswering,
+]
 
 
-def packed_batch():
+def packed_batch(declaration: str = "flash_attn_kwargs") -> dict:
+    """The three sequences packed by `DataCollatorWithFlattening`, declared the given way."""
     features = [{"input_ids": sequence} for sequence in SEQUENCES]
-    return DataCollatorWithFlattening(return_tensors="pt")(features)
+    return DataCollatorWithFlattening(return_tensors="pt", **DECLARATIONS[declaration])(features)
+
+
+def model_inputs(batch: dict) -> dict:
+    """What a Trainer passes to the model from the collated batch, without labels."""
+    return {key: value for key, value in batch.items() if key != "labels"}
 
 
 def split_packed(tensor):
@@ -26,31 +44,56 @@ def split_packed(tensor):
     return pieces
 
 
-def assert_packed_row_equals_each_sequence_alone(model):
-    """The packed row's hidden states, split back into its sequences, equal each sequence run alone."""
-    batch = packed_batch()
+def token_outputs(output) -> list[torch.Tensor]:
+    """Every per-token tensor a head returns."""
+    names = ("last_hidden_state", "logits", "start_logits", "end_logits")
+    return [getattr(output, name) for name in names if getattr(output, name, None) is not None]
+
+
+def assert_packed_row_equals_each_sequence_alone(model, declaration: str = "flash_attn_kwargs"):
+    """The packed row's per-token outputs, split back into its sequences, equal each sequence run alone."""
     with torch.no_grad():
-        packed = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"]).last_hidden_state
-        for piece, sequence in zip(split_packed(packed), SEQUENCES, strict=True):
-            alone = model(input_ids=torch.tensor([sequence])).last_hidden_state[0]
-            torch.testing.assert_close(piece, alone, atol=1e-5, rtol=0)
+        packed = token_outputs(model(**model_inputs(packed_batch(declaration))))
+        for index, sequence in enumerate(SEQUENCES):
+            alone = token_outputs(model(input_ids=torch.tensor([sequence])))
+            for packed_tensor, alone_tensor in zip(packed, alone, strict=True):
+                piece = split_packed(packed_tensor)[index]
+                torch.testing.assert_close(piece, alone_tensor[0], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("declaration", list(DECLARATIONS))
 @pytest.mark.parametrize("backend", ["eager", "sdpa", "flex_attention"])
 @pytest.mark.parametrize("is_decoder", [False, True])
-def test_packed_row_equals_each_sequence_alone(backend, is_decoder):
+def test_packed_row_equals_each_sequence_alone(declaration, backend, is_decoder):
     torch.manual_seed(0)
     config = tiny_config(is_decoder=is_decoder, use_cache=False, attn_implementation=backend)
     model = hf_roformer.HfRoFormerModel(config).eval()
     assert packed_batch()["position_ids"][0].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 0, 1, 2, 3, 4, 5, 6]
-    assert_packed_row_equals_each_sequence_alone(model)
+    assert_packed_row_equals_each_sequence_alone(model, declaration)
 
 
-def test_packed_dynamic_rope_uses_each_sequence_length():
+@pytest.mark.parametrize("head", TOKEN_HEADS, ids=lambda head: head.__name__)
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_every_token_head_gives_each_sequences_result(head, is_decoder):
     torch.manual_seed(0)
-    rope = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4}
-    model = hf_roformer.HfRoFormerModel(tiny_config(rope_parameters=rope)).eval()
+    model = head(tiny_config(is_decoder=is_decoder, use_cache=False)).eval()
     assert_packed_row_equals_each_sequence_alone(model)
+
+
+@pytest.mark.parametrize("declaration", list(DECLARATIONS))
+@pytest.mark.parametrize("is_decoder", [False, True])
+@pytest.mark.parametrize("rope_type", ["dynamic", "longrope"])
+def test_length_dependent_rope_uses_each_sequences_length(declaration, is_decoder, rope_type):
+    """Encoders give each packed sequence its own length; decoders give each query its own prefix and keys of its
+    own sequence only (original length 4, so the longer sequences are scaled)."""
+    torch.manual_seed(0)
+    rope = {"rope_type": rope_type, "factor": 2.0, "original_max_position_embeddings": 4}
+    if rope_type == "longrope":
+        rope.update(short_factor=[1.0, 1.2, 1.5, 2.0], long_factor=[1.0, 2.0, 3.0, 4.0])
+    model = hf_roformer.HfRoFormerForCausalLM(
+        tiny_config(rope_parameters=rope, is_decoder=is_decoder, use_cache=False)
+    ).eval()
+    assert_packed_row_equals_each_sequence_alone(model, declaration)
 
 
 def test_packed_causal_lm_loss_equals_the_padded_batch_loss():
@@ -64,6 +107,51 @@ def test_packed_causal_lm_loss_equals_the_padded_batch_loss():
         input_ids[row, : len(sequence)] = torch.tensor(sequence)
         labels[row, : len(sequence)] = torch.tensor(sequence)
     with torch.no_grad():
-        packed = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], labels=batch["labels"]).loss
+        packed = model(**batch).loss
         padded = model(input_ids=input_ids, attention_mask=(labels != -100).long(), labels=labels).loss
     torch.testing.assert_close(packed, padded, atol=1e-6, rtol=0)
+
+
+def test_restarting_positions_alone_are_one_sequence():
+    """Without a declaration the row is one sequence whatever its positions: every token attends to every other."""
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
+    batch = packed_batch()
+    with torch.no_grad():
+        row = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"]).last_hidden_state
+        first_alone = model(input_ids=torch.tensor([SEQUENCES[0]])).last_hidden_state
+    assert (split_packed(row)[0] - first_alone[0]).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize(
+    "head, message",
+    [
+        (hf_roformer.HfRoFormerForSequenceClassification, "reads one vector per row"),
+        (hf_roformer.HfRoFormerForMultipleChoice, "reads one vector per row"),
+    ],
+)
+def test_heads_pooling_one_vector_per_row_refuse_packed_rows(head, message):
+    model = head(tiny_config()).eval()
+    batch = model_inputs(packed_batch())
+    if head is hf_roformer.HfRoFormerForMultipleChoice:
+        batch = {key: value.unsqueeze(1) if key == "input_ids" else value for key, value in batch.items()}
+    with pytest.raises(ValueError, match=message):
+        model(**batch)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"attention_mask": "ones"}, "cannot be combined with an attention_mask"),
+        ({"batch_of_two": True}, "got a batch of 2 rows"),
+    ],
+)
+def test_packed_rows_refuse_what_they_cannot_mean(extra, message):
+    model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
+    batch = model_inputs(packed_batch())
+    if "attention_mask" in extra:
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+    if "batch_of_two" in extra:
+        batch["input_ids"] = batch["input_ids"].expand(2, -1)
+    with pytest.raises(ValueError, match=message):
+        model(**batch)

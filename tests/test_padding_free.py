@@ -6,7 +6,7 @@ from conftest import randomize_norms, tiny_config
 from torch.nn import functional
 
 import hf_roformer
-from hf_roformer import modeling_hf_roformer, padding_free_hf_roformer
+from hf_roformer import batch_plan_hf_roformer, padding_free_hf_roformer
 from hf_roformer.padding_free_hf_roformer import unpad_batch
 
 
@@ -113,26 +113,57 @@ def test_packed_training_step_has_the_padded_gradients():
         torch.testing.assert_close(gradients["always"][name], gradient, atol=1e-5, rtol=1e-4, msg=name)
 
 
-@pytest.mark.parametrize(
-    "head",
-    [
-        hf_roformer.HfRoFormerForSequenceClassification,
-        hf_roformer.HfRoFormerForTokenClassification,
-        hf_roformer.HfRoFormerForQuestionAnswering,
-    ],
-)
-def test_heads_give_the_same_predictions_packed(head):
-    model = head(tiny_config(classifier_pooling="mean")).eval()
+HEADS = {
+    "base_with_pooler": (hf_roformer.HfRoFormerModel, {"pooler_activation": "tanh"}),
+    "masked_lm": (hf_roformer.HfRoFormerForMaskedLM, {}),
+    "causal_lm": (hf_roformer.HfRoFormerForCausalLM, {"is_decoder": True, "use_cache": False}),
+    "sequence_cls": (hf_roformer.HfRoFormerForSequenceClassification, {}),
+    "sequence_mean": (hf_roformer.HfRoFormerForSequenceClassification, {"classifier_pooling": "mean"}),
+    "token": (hf_roformer.HfRoFormerForTokenClassification, {}),
+    "question_answering": (hf_roformer.HfRoFormerForQuestionAnswering, {}),
+    "multiple_choice": (hf_roformer.HfRoFormerForMultipleChoice, {}),
+}
+
+
+def head_inputs(name: str) -> dict:
+    """A padded batch (and labels) for one head; multiple choice gets two questions of two choices of different
+    lengths (right-padded), so the last position it reads is padding for some choices."""
     inputs = padded_batch(seed=3)
+    if name == "multiple_choice":
+        inputs = {key: value[:, :9].reshape(2, 2, 9) for key, value in inputs.items()}
+        inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+        inputs["attention_mask"][0, 1, 6:] = 0
+        inputs["attention_mask"][1, 0, 4:] = 0
+        inputs["labels"] = torch.tensor([1, 0])
+    elif name in ("masked_lm", "causal_lm", "token"):
+        labels = inputs["input_ids"] % 2 if name == "token" else inputs["input_ids"]
+        inputs["labels"] = labels.masked_fill(inputs["attention_mask"] == 0, -100)
+    elif name.startswith("sequence"):
+        inputs["labels"] = torch.tensor([0, 1, 1, 0])
+    elif name == "question_answering":
+        inputs["start_positions"], inputs["end_positions"] = torch.tensor([1, 2, 6, 1]), torch.tensor([3, 5, 8, 2])
+    return inputs
+
+
+@pytest.mark.parametrize("mode", ["auto", "always"])
+@pytest.mark.parametrize("name", list(HEADS))
+def test_every_head_gives_the_padded_result_in_every_mode(name, mode):
+    """Per-token outputs equal on real tokens; pooled outputs, choice scores and losses equal exactly the padded
+    ones (heads that read a padding position keep the padded layout for that batch)."""
+    head, overrides = HEADS[name]
+    torch.manual_seed(0)
+    model = head(tiny_config(**overrides)).eval()
+    randomize_norms(model)
+    inputs = head_inputs(name)
     with torch.no_grad():
         padded = outputs_with(model, "never", inputs)
-        packed = outputs_with(model, "always", inputs)
-    if head is hf_roformer.HfRoFormerForSequenceClassification:
-        torch.testing.assert_close(packed.logits, padded.logits, atol=1e-5, rtol=1e-5)
-    elif head is hf_roformer.HfRoFormerForTokenClassification:
-        assert_equal_on_real_tokens(padded.logits, packed.logits, inputs["attention_mask"])
-    else:
-        assert_equal_on_real_tokens(padded.start_logits, packed.start_logits, inputs["attention_mask"])
+        tested = outputs_with(model, mode, inputs)
+    mask = inputs["attention_mask"]
+    for key, value in padded.items():
+        if key in ("last_hidden_state",) or (key == "logits" and value.dim() == 3) or key.endswith("_logits"):
+            assert_equal_on_real_tokens(value, tested[key], mask)
+        else:
+            torch.testing.assert_close(tested[key], value, atol=1e-5, rtol=1e-5, msg=key)
 
 
 def test_sdpa_packed_row_goes_through_the_varlen_kernel(monkeypatch):
@@ -145,14 +176,14 @@ def test_sdpa_packed_row_goes_through_the_varlen_kernel(monkeypatch):
         return reference_varlen_attn(*args, **kwargs)
 
     monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
-    monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
+    monkeypatch.setattr(batch_plan_hf_roformer, "varlen_kernel_applies", lambda *args: True)
     for is_decoder in (False, True):
         rope = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8}
         model = hf_roformer.HfRoFormerModel(tiny_config(is_decoder=is_decoder, rope_parameters=rope)).eval()
         inputs = padded_batch(seed=4)
         calls.clear()
         with torch.no_grad():
-            packed = outputs_with(model, "auto", inputs, use_cache=False).last_hidden_state
+            packed = outputs_with(model, "always", inputs, use_cache=False).last_hidden_state
             padded = outputs_with(model, "never", inputs, use_cache=False).last_hidden_state
         assert len(calls) == model.config.num_hidden_layers
         assert calls[0].tolist() == [0, 11, 18, 24, 32]
@@ -160,8 +191,8 @@ def test_sdpa_packed_row_goes_through_the_varlen_kernel(monkeypatch):
 
 
 def test_packed_row_input_goes_through_the_varlen_kernel(monkeypatch):
-    """A row that already packs sequences (`DataCollatorWithFlattening`: no mask, positions restarting at 0) is
-    attended per sequence by the variable-length kernel where one runs, with the result of the same sequences padded."""
+    """A row that already packs sequences (`DataCollatorWithFlattening` with its flash-attention kwargs) is attended
+    per sequence by the variable-length kernel where one runs, with the result of the same sequences padded."""
     calls = []
 
     def recording_varlen(*args, **kwargs):
@@ -169,12 +200,14 @@ def test_packed_row_input_goes_through_the_varlen_kernel(monkeypatch):
         return reference_varlen_attn(*args, **kwargs)
 
     monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
-    monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
+    monkeypatch.setattr(batch_plan_hf_roformer, "varlen_kernel_applies", lambda *args: True)
     lengths = [5, 9, 3]
     generator = torch.Generator().manual_seed(6)
     sequences = [torch.randint(1, 99, (length,), generator=generator) for length in lengths]
     packed_ids = torch.cat(sequences)[None]
     packed_positions = torch.cat([torch.arange(length) for length in lengths])[None]
+    cu_seq_lens = torch.tensor([0, 5, 14, 17], dtype=torch.int32)
+    boundaries = {"cu_seq_lens_q": cu_seq_lens, "cu_seq_lens_k": cu_seq_lens, "max_length_q": 9, "max_length_k": 9}
     padded_ids = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True)
     padded_mask = (torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]).long()
     for is_decoder in (False, True):
@@ -182,7 +215,9 @@ def test_packed_row_input_goes_through_the_varlen_kernel(monkeypatch):
         model.config.padding_free = "never"
         calls.clear()
         with torch.no_grad():
-            packed = model(input_ids=packed_ids, position_ids=packed_positions, use_cache=False).last_hidden_state
+            packed = model(
+                input_ids=packed_ids, position_ids=packed_positions, use_cache=False, **boundaries
+            ).last_hidden_state
             padded = model(input_ids=padded_ids, attention_mask=padded_mask, use_cache=False).last_hidden_state
         assert len(calls) == model.config.num_hidden_layers
         assert calls[0].tolist() == [0, 5, 14, 17]
@@ -193,7 +228,7 @@ def test_auto_keeps_the_padded_batch_where_no_varlen_kernel_runs(monkeypatch):
     """On CPU (no variable-length kernel) `auto` must not pay for packing; `always` packs."""
     packs = []
     monkeypatch.setattr(
-        modeling_hf_roformer, "unpad_batch", lambda mask: packs.append(mask) or unpad_batch(mask), raising=True
+        batch_plan_hf_roformer, "unpad_batch", lambda mask, *args: packs.append(mask) or unpad_batch(mask, *args)
     )
     model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
     inputs = padded_batch()
@@ -259,3 +294,31 @@ def test_padding_free_on_cuda_equals_padded(dtype, attn_implementation, monkeypa
     if attn_implementation == "sdpa":
         assert len(varlen_calls) == (config.num_hidden_layers if dtype == torch.bfloat16 else 0)
     assert_equal_on_real_tokens(padded, packed, inputs["attention_mask"], 2e-2 if dtype == torch.bfloat16 else 1e-5)
+
+
+@pytest.mark.parametrize(
+    "length, real_lengths, unpads",
+    [
+        (1024, [1024, 600, 300, 1024], True),  # long rows, 72% real: the variable-length kernel pays
+        (1024, [1024, 1000, 1024, 1024], False),  # 99% real: nothing to save
+        (512, [512, 100, 50, 512], False),  # short rows: unpadding costs more than it saves
+    ],
+)
+def test_auto_unpads_only_where_it_measured_faster(monkeypatch, length, real_lengths, unpads):
+    """`auto` decides from the row length (no host read) and then the real-token fraction (the one read)."""
+    calls = []
+
+    def recording_varlen(*args, **kwargs):
+        calls.append(args[3])
+        return reference_varlen_attn(*args, **kwargs)
+
+    monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
+    monkeypatch.setattr(batch_plan_hf_roformer, "varlen_kernel_applies", lambda *args: True)
+    model = hf_roformer.HfRoFormerModel(tiny_config(num_hidden_layers=1)).eval()
+    input_ids = torch.randint(1, 99, (len(real_lengths), length), generator=torch.Generator().manual_seed(0))
+    attention_mask = (torch.arange(length)[None] < torch.tensor(real_lengths)[:, None]).long()
+    with torch.no_grad():
+        auto = outputs_with(model, "auto", {"input_ids": input_ids, "attention_mask": attention_mask})
+        padded = outputs_with(model, "never", {"input_ids": input_ids, "attention_mask": attention_mask})
+    assert bool(calls) == unpads
+    assert_equal_on_real_tokens(padded.last_hidden_state, auto.last_hidden_state, attention_mask)

@@ -86,16 +86,19 @@ def test_model_with_the_kernel_equals_the_reference_path(monkeypatch, batch):
     reference.loss.backward()
     reference_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
-    calls = []
+    decisions, launches = [], []
+    kernel = rotary_hf_roformer.rotate_with_kernel
 
-    def always(query):
-        calls.append(query.shape)
+    def always(tensor):
+        decisions.append(tensor.shape)
         return True
 
     monkeypatch.setattr(rotary_hf_roformer, "kernel_applies", always)
+    monkeypatch.setattr(rotary_hf_roformer, "rotate_with_kernel", lambda *a, **k: launches.append(1) or kernel(*a, **k))
     output = model(**inputs, labels=labels)
     output.loss.backward()
-    assert len(calls) == model.config.num_hidden_layers
+    assert len(decisions) == 1  # decided once per forward, by the plan's rotation
+    assert len(launches) == model.config.num_hidden_layers  # one launch per layer for q, k and v
     torch.testing.assert_close(output.logits, reference.logits, atol=1e-5, rtol=0)
     for name, grad in reference_grads.items():
         torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad, atol=1e-5, rtol=1e-4, msg=name)

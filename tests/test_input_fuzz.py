@@ -1,0 +1,228 @@
+"""Seeded fuzzing of model inputs over every head: each case either gives a finite result or fails with a
+`ValueError`/`TypeError` that names the argument at fault; no other exception, and no bad input accepted."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_config
+
+import hf_roformer
+
+
+CASES = 600
+VOCAB, TYPES, LABELS, CHOICES = 99, 2, 3, 3
+
+
+def heads() -> dict:
+    """One tiny model of every head (and problem type of sequence classification)."""
+    torch.manual_seed(0)
+    models = {
+        "base": hf_roformer.HfRoFormerModel(tiny_config(pooler_activation="tanh")),
+        "masked_lm": hf_roformer.HfRoFormerForMaskedLM(tiny_config()),
+        "causal_lm": hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True)),
+        "sequence_single": hf_roformer.HfRoFormerForSequenceClassification(tiny_config(num_labels=LABELS)),
+        "sequence_regression": hf_roformer.HfRoFormerForSequenceClassification(tiny_config(num_labels=1)),
+        "sequence_multi": hf_roformer.HfRoFormerForSequenceClassification(
+            tiny_config(num_labels=LABELS, problem_type="multi_label_classification", classifier_pooling="mean")
+        ),
+        "token": hf_roformer.HfRoFormerForTokenClassification(tiny_config(num_labels=LABELS)),
+        "multiple_choice": hf_roformer.HfRoFormerForMultipleChoice(tiny_config()),
+        "question_answering": hf_roformer.HfRoFormerForQuestionAnswering(tiny_config()),
+    }
+    return {name: model.eval() for name, model in models.items()}
+
+
+def valid_inputs(head: str, rng: random.Random) -> dict:
+    """A correct random batch for `head`, with padding, segment ids, positions and labels drawn at random."""
+    batch, length = rng.randint(1, 3), rng.randint(1, 7)
+    shape = (batch, CHOICES, length) if head == "multiple_choice" else (batch, length)
+    generator = torch.Generator().manual_seed(rng.randrange(2**31))
+    inputs = {"input_ids": torch.randint(0, VOCAB, shape, generator=generator)}
+    if rng.random() < 0.7:
+        mask = torch.ones(shape, dtype=torch.long)
+        if length > 1:
+            mask[..., rng.randint(1, length) :] = 0
+        inputs["attention_mask"] = mask
+    if rng.random() < 0.5:
+        inputs["token_type_ids"] = torch.randint(0, TYPES, shape, generator=generator)
+    if rng.random() < 0.3:
+        rows = 1 if head != "multiple_choice" and rng.random() < 0.5 else shape[0]
+        offset = rng.choice([0, 7, 10**6])
+        inputs["position_ids"] = (torch.arange(length) + offset).expand(*((rows,) + shape[1:-1]), length).clone()
+    if rng.random() < 0.6:
+        inputs.update(valid_labels(head, batch, length, generator))
+    return inputs
+
+
+def valid_labels(head: str, batch: int, length: int, generator) -> dict:
+    """Correct labels for `head` and a batch of `(batch, length)`."""
+    if head in ("masked_lm", "causal_lm"):
+        labels = torch.randint(0, VOCAB, (batch, length), generator=generator)
+        labels[:, 0] = -100
+        return {"labels": labels}
+    if head == "token":
+        return {"labels": torch.randint(0, LABELS, (batch, length), generator=generator)}
+    if head == "sequence_single":
+        return {"labels": torch.randint(0, LABELS, (batch,), generator=generator)}
+    if head == "sequence_regression":
+        return {"labels": torch.rand(batch, generator=generator)}
+    if head == "sequence_multi":
+        return {"labels": torch.randint(0, 2, (batch, LABELS), generator=generator).float()}
+    if head == "multiple_choice":
+        return {"labels": torch.randint(0, CHOICES, (batch,), generator=generator)}
+    if head == "question_answering":
+        start = torch.randint(0, length, (batch,), generator=generator)
+        return {"start_positions": start, "end_positions": start}
+    return {}
+
+
+def label_name(head: str) -> str | None:
+    return {"base": None, "question_answering": "start_positions"}.get(head, "labels")
+
+
+def mutate(head: str, inputs: dict, rng: random.Random) -> str | None:
+    """Break one argument of `inputs` in place; return the name the error must give (None: still valid)."""
+    ids = inputs["input_ids"]
+    if rng.random() < 0.2:
+        return None
+    options = ["ids_list", "ids_numpy", "ids_float", "ids_rank", "ids_range", "empty", "no_ids", "both"]
+    options += ["mask_shape", "mask_values", "mask_list", "types_shape", "types_range", "types_float"]
+    options += ["positions_shape", "positions_float", "embeds_width"]
+    if label_name(head) is not None:
+        options += ["labels_shape", "labels_dtype", "labels_list"]
+        if head not in ("sequence_regression", "sequence_multi"):
+            options += ["labels_range"]
+    choice = rng.choice(options)
+    if choice == "ids_list":
+        inputs["input_ids"] = ids.tolist()
+        return "input_ids"
+    if choice == "ids_numpy":
+        inputs["input_ids"] = ids.numpy()
+        return "input_ids"
+    if choice == "ids_float":
+        inputs["input_ids"] = ids.float()
+        return "input_ids"
+    if choice == "ids_rank":
+        inputs["input_ids"] = ids.flatten() if rng.random() < 0.5 else ids.unsqueeze(0)
+        return "input_ids"
+    if choice == "ids_range":
+        bad = ids.clone()
+        bad.view(-1)[rng.randrange(bad.numel())] = rng.choice([VOCAB, -1, 10**9])
+        inputs["input_ids"] = bad
+        return "input_ids"
+    if choice == "empty":
+        axis = rng.choice([0, ids.dim() - 1])
+        inputs["input_ids"] = ids.narrow(axis, 0, 0)
+        for name in ("attention_mask", "token_type_ids", "position_ids"):
+            inputs.pop(name, None)
+        for name in ("labels", "start_positions", "end_positions"):
+            inputs.pop(name, None)
+        return "input_ids"
+    if choice == "no_ids":
+        del inputs["input_ids"]
+        return "input_ids"
+    if choice == "both":
+        inputs["inputs_embeds"] = torch.randn(*ids.shape, 32)
+        return "inputs_embeds"
+    if choice == "embeds_width":
+        inputs["inputs_embeds"] = torch.randn(*ids.shape, rng.choice([31, 64]))
+        del inputs["input_ids"]
+        return "inputs_embeds"
+    if choice.startswith("mask"):
+        mask = inputs.get("attention_mask", torch.ones_like(ids))
+        if choice == "mask_shape":
+            inputs["attention_mask"] = torch.ones(*ids.shape[:-1], ids.shape[-1] + rng.choice([1, 2]), dtype=torch.long)
+        elif choice == "mask_values":
+            bad = mask.clone()
+            bad.view(-1)[0] = rng.choice([2, -1])
+            inputs["attention_mask"] = bad
+        else:
+            inputs["attention_mask"] = mask.tolist()
+        return "attention_mask"
+    if choice.startswith("types"):
+        if choice == "types_shape":
+            inputs["token_type_ids"] = torch.zeros(*ids.shape[:-1], ids.shape[-1] + 1, dtype=torch.long)
+        elif choice == "types_range":
+            bad = torch.zeros_like(ids)
+            bad.view(-1)[0] = rng.choice([TYPES, -1])
+            inputs["token_type_ids"] = bad
+        else:
+            inputs["token_type_ids"] = torch.zeros_like(ids).float()
+        return "token_type_ids"
+    if choice == "positions_shape":
+        length = ids.shape[-1]
+        inputs["position_ids"] = torch.arange(length + 1).expand(*ids.shape[:-1], length + 1).clone()
+        return "position_ids"
+    if choice == "positions_float":
+        inputs["position_ids"] = torch.arange(ids.shape[-1]).expand_as(ids).float()
+        return "position_ids"
+    name = label_name(head)
+    labels = inputs.get(name)
+    if labels is None:
+        generator = torch.Generator().manual_seed(0)
+        labels = valid_labels(head, ids.shape[0], ids.shape[-1], generator)[name]
+        if head == "question_answering":
+            inputs["end_positions"] = labels
+    if choice == "labels_shape":
+        inputs[name] = torch.cat([labels, labels])
+    elif choice == "labels_dtype":
+        inputs[name] = labels.long() if labels.dtype.is_floating_point else labels.float()
+    elif choice == "labels_list":
+        inputs[name] = labels.tolist()
+    else:
+        bad = labels.clone()
+        high = {"masked_lm": VOCAB, "causal_lm": VOCAB, "multiple_choice": CHOICES}.get(head, LABELS)
+        # answer positions past the input are ignored (transformers' convention); negative ones are errors
+        bad.view(-1)[0] = -5 if head == "question_answering" else rng.choice([high, -5])
+        inputs[name] = bad
+    return name
+
+
+def run_case(model, inputs: dict, expected: str | None) -> str:
+    """Run one case; return "ok", "rejected" or raise an AssertionError explaining what went wrong."""
+    try:
+        with torch.no_grad():
+            outputs = model(**inputs)
+    except (ValueError, TypeError) as error:
+        assert expected is not None, f"valid input rejected: {error}"
+        assert f"`{expected}`" in str(error), f"error does not name `{expected}`: {error}"
+        return "rejected"
+    assert expected is None, f"bad `{expected}` accepted"
+    for value in outputs.values():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            assert torch.isfinite(value).all(), "non-finite output"
+    return "ok"
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_input_fuzz(seed):
+    rng = random.Random(seed)
+    models = heads()
+    counts = {"ok": 0, "rejected": 0}
+    for case in range(CASES):
+        head = rng.choice(sorted(models))
+        inputs = valid_inputs(head, rng)
+        expected = mutate(head, inputs, rng)
+        shapes = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__ for k, v in inputs.items()}
+        where = f"case {case}, head {head}, inputs {shapes}"
+        try:
+            counts[run_case(models[head], inputs, expected)] += 1
+        except AssertionError as failure:
+            raise AssertionError(f"{where}: {failure}") from None
+        except Exception as error:  # noqa: BLE001 - the point: nothing but ValueError/TypeError may escape
+            raise AssertionError(f"{where}: {type(error).__name__}: {error}") from error
+    assert counts["ok"] > 80 and counts["rejected"] > 400, counts
+
+
+def test_generate_with_an_empty_prompt_is_refused():
+    model = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
+    with pytest.raises(ValueError, match="Nothing to encode: `input_ids` has shape \\(1, 0\\)"):
+        model.generate(torch.zeros(1, 0, dtype=torch.long), max_new_tokens=2)
+
+
+def test_numpy_ids_are_refused_with_a_hint():
+    model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
+    with pytest.raises(TypeError, match="`input_ids` must be a torch.Tensor, got ndarray.*return_tensors='pt'"):
+        model(input_ids=np.array([[1, 2, 3]]))
