@@ -13,7 +13,7 @@ status=0
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $PYTHON -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
 
-$PYTHON -m pytest -q -p no:cacheprovider -rs tests/test_rotary_kernel.py tests/test_padding_free.py \
+$PYTHON -m pytest -q -p no:cacheprovider -rs tests/test_rotary_kernel.py tests/test_padding_free.py tests/test_packing.py tests/test_host_syncs.py \
     tests/test_training.py tests/test_precision.py tests/test_linear_attention.py tests/test_attention.py || status=1
 
 if [ "$1" = "--smoke" ]; then

@@ -30,11 +30,13 @@ from .padding_free_hf_roformer import UnpaddedBatch, unpad_batch, varlen_kernel_
 from .rotary_hf_roformer import PerQueryRotation, TokenRotation
 
 
-# `padding_free="auto"` unpads only rows at least this long: shorter batches lose more to the unpadding work than the
-# variable-length kernel saves (benchmarks/results/speed_*.md, "padding-free by length").
-AUTO_UNPAD_MIN_LENGTH = 1024
-# ... and only batches whose real tokens fill at most this fraction of the rows.
-AUTO_UNPAD_MAX_REAL_FRACTION = 0.9
+# `padding_free="auto"` unpads only where unpadding measured faster on an H100 (bf16, base size, 16 rows of ~70% real
+# tokens; benchmarks/results/speed_nvidia_h100_80gb_hbm3.md): rows of 2,048 tokens 1.45x, rows of 512 tokens 0.92x
+# (the unpadding work outweighs the attention saved). `bench_speed_gpu.py` sweeps widths and shares to refine these.
+AUTO_UNPAD_MIN_LENGTH = 2048
+# ... and only batches whose real tokens fill at most this share of the rows (measured: ~70%; with little padding
+# there is little to save).
+AUTO_UNPAD_MAX_REAL_FRACTION = 0.8
 # Keyword arguments through which a caller declares packed rows (transformers' names).
 PACKED_ROW_KEYS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
 

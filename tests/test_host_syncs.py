@@ -89,3 +89,41 @@ def test_counter_sees_host_reads():
     values = torch.arange(4)
     counted = count_operators(lambda: (values.sum().item(), bool(values.any()), values[values > 1], values + 1))
     assert counted["syncs"] == {"aten._local_scalar_dense": 2, "aten.index": 1}, counted
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("decoder", [False, True], ids=["encoder", "decoder"])
+def test_plain_forward_on_cuda_never_synchronizes(decoder):
+    """On the device itself: CUDA's sync debug mode turns any synchronizing call into an error."""
+    ours, _ = models(decoder)
+    ours = ours.cuda()
+    inputs = {key: value.cuda() for key, value in batch(padded=False).items()}
+    with torch.no_grad():
+        ours(**inputs)  # warm-up (lazy initializations may synchronize once)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            ours(**inputs)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("padded", [False, True], ids=["plain", "padded"])
+def test_cuda_forward_synchronizes_no_more_than_bert(padded, recwarn):
+    """Synchronizations counted by CUDA's sync debug mode (warnings), hf_roformer against BERT-SDPA."""
+    counts = []
+    for model in models(decoder=False):
+        model = model.cuda()
+        inputs = {key: value.cuda() for key, value in batch(padded).items()}
+        with torch.no_grad():
+            model(**inputs)
+            torch.cuda.synchronize()
+            recwarn.clear()
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                model(**inputs)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        counts.append(sum("synchroniz" in str(warning.message) for warning in recwarn.list))
+    assert counts[0] <= counts[1], counts

@@ -134,7 +134,8 @@ def test_heads_pooling_one_vector_per_row_refuse_packed_rows(head, message):
     model = head(tiny_config()).eval()
     batch = model_inputs(packed_batch())
     if head is hf_roformer.HfRoFormerForMultipleChoice:
-        batch = {key: value.unsqueeze(1) if key == "input_ids" else value for key, value in batch.items()}
+        choices = ("input_ids", "position_ids")
+        batch = {key: value.unsqueeze(1) if key in choices else value for key, value in batch.items()}
     with pytest.raises(ValueError, match=message):
         model(**batch)
 
@@ -155,3 +156,26 @@ def test_packed_rows_refuse_what_they_cannot_mean(extra, message):
         batch["input_ids"] = batch["input_ids"].expand(2, -1)
     with pytest.raises(ValueError, match=message):
         model(**batch)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_declared_packed_row_on_cuda_runs_the_varlen_kernel(is_decoder, monkeypatch):
+    """bf16 on CUDA: the declared row goes through `varlen_attn` (counted) and equals each sequence alone."""
+    from hf_roformer import padding_free_hf_roformer
+
+    if padding_free_hf_roformer.varlen_attn is None:
+        pytest.skip("torch has no varlen_attn (needs >= 2.10)")
+    calls = []
+    kernel = padding_free_hf_roformer.varlen_attn
+    monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    torch.manual_seed(0)
+    config = tiny_config(hidden_size=256, num_attention_heads=4, is_decoder=is_decoder, use_cache=False)
+    model = hf_roformer.HfRoFormerModel(config).to("cuda", torch.bfloat16).eval()
+    batch = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in model_inputs(packed_batch()).items()}
+    with torch.no_grad():
+        packed = model(**batch).last_hidden_state.float()
+        assert len(calls) == config.num_hidden_layers
+        for index, sequence in enumerate(SEQUENCES):
+            alone = model(input_ids=torch.tensor([sequence], device="cuda")).last_hidden_state.float()
+            torch.testing.assert_close(split_packed(packed)[index], alone[0], atol=2e-2, rtol=0)
