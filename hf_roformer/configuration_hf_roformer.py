@@ -14,7 +14,6 @@ import dataclasses
 import inspect
 import json
 import math
-import reprlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -31,6 +30,7 @@ from .rope_scaling_hf_roformer import (
     check_explicit_original_length,
     check_legacy_type,
     is_integer,
+    shown,
     validate_rope_parameters,
 )
 
@@ -64,16 +64,6 @@ class FieldRule(NamedTuple):
             raise TypeError(f"`{name}` must be {self.allowed}, got {shown(value)} ({type(value).__name__}).")
         if self.test is not None and not self.test(value):
             raise ValueError(f"`{name}` must be {self.allowed}, got {shown(value)}.")
-
-
-def shown(value: Any) -> str:
-    """`repr` of a value, shortened for long lists and strings."""
-    return SHORT_REPR.repr(value)
-
-
-SHORT_REPR = reprlib.Repr()
-SHORT_REPR.maxstring = SHORT_REPR.maxother = 80
-SHORT_REPR.maxlist = SHORT_REPR.maxdict = 8
 
 
 def integer(minimum: int, maybe_none: bool = False, meaning: str = "") -> FieldRule:

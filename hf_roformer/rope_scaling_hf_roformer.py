@@ -14,6 +14,7 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 
 import math
 import numbers
+import reprlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -159,6 +160,16 @@ def is_real(value) -> bool:
 def is_integer(value) -> bool:
     """An int (bools excluded)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def shown(value: Any) -> str:
+    """`repr` of a value for an error message, shortened for long lists and strings."""
+    return SHORT_REPR.repr(value)
+
+
+SHORT_REPR = reprlib.Repr()
+SHORT_REPR.maxstring = SHORT_REPR.maxother = 80
+SHORT_REPR.maxlist = SHORT_REPR.maxdict = 8
 
 
 class KeyRule(NamedTuple):
@@ -324,11 +335,13 @@ def validate_rope_parameters(config) -> None:
     if not isinstance(parameters, dict):
         raise TypeError(
             f"`rope_parameters` must be a dict such as {{'rope_type': 'default', 'rope_theta': 10000.0}}, got "
-            f"{parameters!r} ({type(parameters).__name__}); None is accepted only when the config is built."
+            f"{shown(parameters)} ({type(parameters).__name__}); None is accepted only when the config is built."
         )
     rope_type = parameters.get("rope_type", "default")
     if not isinstance(rope_type, str) or rope_type not in ROPE_TYPE_RULES:
-        raise ValueError(f"`rope_parameters['rope_type']` must be one of {list(ROPE_TYPE_RULES)}, got {rope_type!r}.")
+        raise ValueError(
+            f"`rope_parameters['rope_type']` must be one of {list(ROPE_TYPE_RULES)}, got {shown(rope_type)}."
+        )
     check_legacy_type(parameters)
     rules = ROPE_TYPE_RULES[rope_type]
     for key, rule in rules.required.items():
@@ -340,7 +353,7 @@ def validate_rope_parameters(config) -> None:
         value = parameters[key]
         if not rule.accepts(value):
             raise ValueError(
-                f"`rope_parameters['{key}']` must be {rule.allowed} for rope_type {rope_type!r}, got {value!r}."
+                f"`rope_parameters['{key}']` must be {rule.allowed} for rope_type {rope_type!r}, got {shown(value)}."
             )
     unread = set(parameters) - set(rules.required) - set(rules.optional) - {"rope_type", "type"}
     if unread:
@@ -386,7 +399,9 @@ def _check_results(config, rope_type: str) -> None:
     factor = rope_attention_factor(config)
     if not 0 < factor <= MAX_ATTENTION_FACTOR:
         sources = ATTENTION_FACTOR_SOURCES if parameters.get("attention_factor") is None else ("attention_factor",)
-        given = ", ".join(f"`rope_parameters['{key}']`={parameters[key]!r}" for key in sources if key in parameters)
+        given = ", ".join(
+            f"`rope_parameters['{key}']`={shown(parameters[key])}" for key in sources if key in parameters
+        )
         raise ValueError(
             f"{given} give rope_type {rope_type!r} an attention factor of {factor:.6g}; it must lie in "
             f"(0, {MAX_ATTENTION_FACTOR:g}]."
@@ -400,9 +415,9 @@ ATTENTION_FACTOR_SOURCES = ("factor", "mscale", "mscale_all_dim", "original_max_
 __all__ = [
     "LENGTH_DEPENDENT_TYPES",
     "ROPE_TYPE_RULES",
+    "angle_dtype",
     "check_explicit_original_length",
     "check_legacy_type",
-    "angle_dtype",
     "default_inverse_frequencies",
     "is_length_dependent",
     "original_length",

@@ -437,7 +437,6 @@ def main() -> None:
         "seed": args.seed,
         "cases": count,
         "seconds": round(time.perf_counter() - started, 1),
-        "torch_threads": torch.get_num_threads(),
         "counts": dict(sorted(counts.items())),
         "failures": failures[:20],
         "failure_count": len(failures),
