@@ -27,7 +27,6 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
-from transformers.pytorch_utils import apply_chunking_to_forward
 from transformers.utils import ModelOutput, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
@@ -46,7 +45,6 @@ from .linear_attention_hf_roformer import (
     HfRoFormerLinearAttentionCache,
     bidirectional_linear_attention,
     causal_linear_attention,
-    check_linear_attention_rope,
     linear_attention_features,
 )
 from .model_card_hf_roformer import MODEL_TAGS, add_card_metadata, card_metadata
@@ -257,7 +255,6 @@ class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
     """
 
     def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
-        check_linear_attention_rope(config)  # again here: `is_decoder` may be set after the config was built
         super().__init__(config, layer_idx, is_causal=config.is_decoder)
         self.rotary_value = config.rotary_value
 
@@ -395,7 +392,8 @@ class HfRoFormerLayer(GradientCheckpointingLayer):
                 hidden_states, plan, encoder_hidden_states, past_key_values=past_key_values, **kwargs
             )
         if self.chunk_size_feed_forward > 0:  # memory only: the same result, computed in chunks of tokens
-            return apply_chunking_to_forward(self.feed_forward, self.chunk_size_feed_forward, 1, hidden_states)
+            chunks = hidden_states.split(self.chunk_size_feed_forward, dim=1)  # any length (the last chunk is shorter)
+            return torch.cat([self.feed_forward(chunk) for chunk in chunks], dim=1)
         return self.feed_forward(hidden_states)
 
     def feed_forward(self, attention_output: torch.Tensor) -> torch.Tensor:
@@ -632,6 +630,9 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         (an empty standard cache handed in, e.g. by `EncoderDecoderModel.generate`, is swapped for one)."""
         with_cross = encoder_hidden_states is not None or self.config.is_encoder_decoder
         if self.config.attention_type != "linear":
+            if with_cross and past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+                # `generate` of a decoder given `encoder_hidden_states` hands in a self-attention cache only
+                return EncoderDecoderCache(past_key_values, DynamicCache(config=self.config))
             if past_key_values is not None:
                 return past_key_values
             if with_cross:

@@ -321,10 +321,6 @@ def head_for(config: HfRoFormerConfig, index: int) -> type:
 def model_inputs(config: HfRoFormerConfig, generator: torch.Generator) -> dict:
     """A padded batch of two sequences, long enough to pass short original lengths, with both segment types."""
     length = int(torch.randint(1, 12, (1,), generator=generator))
-    if config.chunk_size_feed_forward > 1:
-        # transformers' `apply_chunking_to_forward` needs the length to be a multiple of the chunk size (an input
-        # constraint of the model, not of the config).
-        length = config.chunk_size_feed_forward * max(1, length // config.chunk_size_feed_forward)
     input_ids = torch.randint(0, config.vocab_size, (2, length), generator=generator)
     attention_mask = torch.ones_like(input_ids)
     attention_mask[1, (length + 1) // 2 :] = 0
@@ -338,10 +334,8 @@ def model_inputs(config: HfRoFormerConfig, generator: torch.Generator) -> dict:
 
 
 def generates(config: HfRoFormerConfig) -> bool:
-    """Decoders also run a short `generate`, except (limits of the model, not of the config): cross-attention
-    decoders, which generate inside an `EncoderDecoderModel` (its cache holds the cross-attention states), and
-    feed-forward chunks > 1, which one-token decoding steps cannot fill (transformers' `apply_chunking_to_forward`)."""
-    return config.is_decoder and not config.add_cross_attention and config.chunk_size_feed_forward <= 1
+    """Decoders also run a short `generate` (cross-attention decoders with the encoder states of the batch)."""
+    return config.is_decoder
 
 
 def all_tensors(output) -> list[torch.Tensor]:

@@ -102,3 +102,34 @@ def test_encoder_decoder_trains_and_round_trips(tmp_path):
         torch.testing.assert_close(
             reloaded(input_ids=source, labels=labels).logits, model(input_ids=source, labels=labels).logits
         )
+
+
+def test_cross_attention_decoder_generates_with_encoder_states_as_without_cache():
+    """`generate` on a decoder given `encoder_hidden_states` (a plain self-attention cache is handed in) decodes
+    greedily what uncached forwards decode."""
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True, add_cross_attention=True)).eval()
+    encoder_states = torch.randn(2, 5, 32)
+    prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    generated = model.generate(prompt, encoder_hidden_states=encoder_states, max_new_tokens=4, do_sample=False)
+    expected = prompt
+    with torch.no_grad():
+        for _ in range(4):
+            logits = model(expected, encoder_hidden_states=encoder_states, use_cache=False).logits
+            expected = torch.cat([expected, logits[:, -1:].argmax(-1)], dim=1)
+    assert torch.equal(generated, expected)
+
+
+@pytest.mark.parametrize("length", [1, 5, 7])
+def test_feed_forward_chunks_give_the_unchunked_result_at_any_length(length):
+    torch.manual_seed(0)
+    chunked = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True, chunk_size_feed_forward=3)).eval()
+    plain = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
+    plain.load_state_dict(chunked.state_dict())
+    input_ids = torch.randint(1, 99, (2, length))
+    with torch.no_grad():
+        torch.testing.assert_close(chunked(input_ids).logits, plain(input_ids).logits, atol=1e-5, rtol=0)
+    assert torch.equal(
+        chunked.generate(input_ids, max_new_tokens=3, do_sample=False),
+        plain.generate(input_ids, max_new_tokens=3, do_sample=False),
+    )
