@@ -57,6 +57,7 @@ from .rotary_hf_roformer import (
     per_query_rotary_attention,
     rotate_interleaved,
 )
+from .sentence_transformers_hf_roformer import write_sentence_transformers_files
 
 
 logger = logging.get_logger(__name__)
@@ -533,7 +534,7 @@ class HfRoFormerPredictionHeadTransform(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.embedding_size)
         self.transform_act_fn = ACT2FN[config.hidden_act]
-        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.lm_head_layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Transform hidden states into the embedding space."""
@@ -635,6 +636,7 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
         result = super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True) and Path(save_directory).is_dir():
             add_card_metadata(save_directory, self.card_metadata(), type(self).__name__)
+            write_sentence_transformers_files(save_directory, self.config)
         return result
 
     def card_metadata(self) -> dict:
