@@ -355,6 +355,9 @@ class HfRoFormerTokenizer(TokenizersBackend):
             holds multi-character Chinese words only for word-level checkpoints.
         segmenter: "jieba" (the original, default) or "rjieba" (faster Rust port; see the README for where it
             differs).
+        end_with_sep: End an encoded text with `[SEP]` (`[CLS] text [SEP]`, pairs `[CLS] A [SEP] B [SEP]`). False
+            for a language model that continues the text (RoFormer-GPT): `[CLS] text` and `[CLS] A [SEP] B`, as the
+            original prompts it (`tokenizer.encode(text)[0][:-1]`).
 
     Example:
 
@@ -379,6 +382,7 @@ class HfRoFormerTokenizer(TokenizersBackend):
         nfkc_normalize: bool = False,
         word_level: bool | None = None,
         segmenter: str = "jieba",
+        end_with_sep: bool = True,
         unk_token: str = "[UNK]",
         sep_token: str = "[SEP]",
         pad_token: str = "[PAD]",
@@ -412,6 +416,7 @@ class HfRoFormerTokenizer(TokenizersBackend):
         self.nfkc_normalize = nfkc_normalize
         self.word_level = word_level
         self.segmenter = segmenter
+        self.end_with_sep = end_with_sep
         self._tokenizer = build_backend(vocab, word_level, do_lower_case, segmenter, str(unk_token), nfkc_normalize)
         super().__init__(
             vocab_file=vocab_file,
@@ -419,6 +424,7 @@ class HfRoFormerTokenizer(TokenizersBackend):
             nfkc_normalize=nfkc_normalize,
             word_level=word_level,
             segmenter=segmenter,
+            end_with_sep=end_with_sep,
             unk_token=unk_token,
             sep_token=sep_token,
             pad_token=pad_token,
@@ -428,8 +434,8 @@ class HfRoFormerTokenizer(TokenizersBackend):
         )
         cls, sep = str(self.cls_token), str(self.sep_token)
         self._tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{cls}:0 $A:0 {sep}:0",
-            pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+            single=f"{cls}:0 $A:0" + (f" {sep}:0" if end_with_sep else ""),
+            pair=f"{cls}:0 $A:0 {sep}:0 $B:1" + (f" {sep}:1" if end_with_sep else ""),
             special_tokens=[(cls, self.cls_token_id), (sep, self.sep_token_id)],
         )
 

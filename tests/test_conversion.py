@@ -254,7 +254,24 @@ def test_char_tokenizer_is_the_original(converted):
         for case in original["pairs"]:
             encoding = tokenizer(*case["texts"])
             assert encoding["input_ids"] == case["token_ids"] and encoding["token_type_ids"] == case["segment_ids"]
+        for case in original["decoded"]:
+            assert tokenizer.decode(case["token_ids"], skip_special_tokens=True) == case["text"]
     assert len(tokenizer("字" * 600, truncation=True)["input_ids"]) == 512
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_gpt_generates_through_the_text_generation_pipeline(era, converted):
+    """A converted RoFormer-GPT continues `[CLS] text` (no `[SEP]`, as the original prompts it) in
+    `pipeline("text-generation")`, and the text is decoded as the original decodes it (Chinese without spaces)."""
+    output = converted("gpt", era)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(output)
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer("今天", "天气")["input_ids"])
+    assert tokens == ["[CLS]", "今", "天", "[SEP]", "天", "气"]
+    generator = transformers.pipeline("text-generation", model=str(output), tokenizer=tokenizer)
+    for case in golden_text("gpt", era)["continuations"]:
+        assert tokenizer(case["text"])["input_ids"] == case["prompt_ids"]
+        result = generator(case["text"], do_sample=False, max_new_tokens=len(case["output_ids"]))
+        assert result[0]["generated_text"] == case["text"] + case["decoded"]
 
 
 def test_sim_generation_with_cache_equals_recomputation(converted):
@@ -825,3 +842,55 @@ def test_released_cards_are_committed_and_current():
     for checkpoint in RELEASED:
         path = REPOSITORY / "model_cards" / checkpoint.file / "README.md"
         assert path.read_text() == str(render_card(checkpoint)), f"re-render {path}"
+
+
+# -- the user guide ----------------------------------------------------------------------------------------------------
+
+
+def runnable_blocks(markdown: str) -> list[tuple[str, str]]:
+    """The ```python and ```bash blocks of a page, in order, without those marked `<!-- docs-test: skip (...) -->`."""
+    blocks, skip, lines = [], False, iter(markdown.splitlines())
+    for line in lines:
+        if line.startswith("<!-- docs-test: skip"):
+            skip = True
+        elif line in ("```python", "```bash"):
+            body = []
+            for body_line in lines:
+                if body_line == "```":
+                    break
+                body.append(body_line)
+            if not skip:
+                blocks.append((line[3:], "\n".join(body)))
+            skip = False
+        elif line.strip():
+            skip = False  # the marker applies to the block right after it
+    return blocks
+
+
+def test_conversion_guide_runs_as_written(monkeypatch, capsys):
+    """Every runnable block of docs/conversion.md, in order, from the repository root: `hf-roformer` commands through
+    the CLI entry point, Python blocks executed."""
+    import shlex
+
+    monkeypatch.chdir(REPOSITORY)
+    blocks = runnable_blocks((REPOSITORY / "docs" / "conversion.md").read_text(encoding="utf-8"))
+    assert [language for language, _ in blocks] == [
+        "bash",
+        "python",
+        "python",
+        "python",
+        "python",
+        "bash",
+        "bash",
+        "python",
+    ]
+    for language, code in blocks:
+        if language == "python":
+            exec(compile(code, "docs/conversion.md", "exec"), {})
+            continue
+        for command in code.replace("\\\n", " ").splitlines():
+            arguments = shlex.split(command)
+            assert arguments[0] == "hf-roformer", command
+            main(arguments[1:])
+    printed = capsys.readouterr().out
+    assert "今天天气很好\n" in printed and "--family v1 {'tensors': 43, 'index_blocks': 3}\n1e-12\n" in printed

@@ -154,13 +154,14 @@ def fill_parameters(model: torch.nn.Module, tensors: dict[str, torch.Tensor], ta
         raise ConversionError(f"{source}: no tensor for the parameter(s) {unfilled}")
 
 
-def make_tokenizer(vocab_path: Path, model_max_length: int) -> HfRoFormerTokenizer:
+def make_tokenizer(vocab_path: Path, model_max_length: int, family: str) -> HfRoFormerTokenizer:
     """The original tokenizer of a vocabulary (word level with jieba, or char level: detected from the vocabulary),
-    truncating at the model's trained length. Raises `ConversionError` naming the file when it cannot be built."""
+    truncating at the model's trained length; a GPT's prompts end without `[SEP]` (`[CLS] text`, which the model
+    continues). Raises `ConversionError` naming the file when it cannot be built."""
     try:
         vocab = load_vocab(vocab_path)
         check_special_tokens(vocab, SPECIAL_TOKENS, str(vocab_path))
-        return HfRoFormerTokenizer(str(vocab_path), model_max_length=model_max_length)
+        return HfRoFormerTokenizer(str(vocab_path), model_max_length=model_max_length, end_with_sep=family != "gpt")
     except (ValueError, ImportError) as error:
         raise ConversionError(f"{vocab_path}: {error}" if str(vocab_path) not in str(error) else str(error)) from None
 
@@ -248,7 +249,7 @@ def convert_tf_checkpoint(
         config = build_config(bert_config, family, has_pooler, layer_norm_eps, config_path)
         model_class = model_class_for(family)
         check_shapes(model_class, config, checkpoint, table, index)
-        tokenizer = make_tokenizer(vocab_path, config.max_position_embeddings)
+        tokenizer = make_tokenizer(vocab_path, config.max_position_embeddings, family)
         check_vocabulary(tokenizer.get_vocab(), vocab_path, checkpoint.shape(EMBEDDINGS)[0], index)
         check_free_space(output_dir, checkpoint.nbytes(expected) + OUTPUT_OVERHEAD_BYTES)
 
@@ -329,16 +330,16 @@ def convert_transformers_roformer(
             f"{problems['missing_keys'] or 'none'}; unexpected: {problems['unexpected_keys'] or 'none'}; "
             f"wrong shape: {problems['mismatched_keys'] or 'none'}"
         )
+    family = "v2" if config.norm_type == "rms_norm" else "sim" if config.unilm else "gpt" if config.is_decoder else "v1"
     vocab_path = source_dir / "vocab.txt"
-    tokenizer = make_tokenizer(vocab_path, config.max_position_embeddings) if vocab_path.exists() else None
+    tokenizer = make_tokenizer(vocab_path, config.max_position_embeddings, family) if vocab_path.exists() else None
     if tokenizer is not None:
         check_vocabulary(tokenizer.get_vocab(), vocab_path, config.vocab_size, str(weight_files[0]))
 
-    family = "v2" if config.norm_type == "rms_norm" else ("sim" if config.unilm else "v1")
     report = ConversionReport(
         source=source_dir.name,
         family=family,
-        family_decided_by="config.json (`norm_type`, `unilm`)",
+        family_decided_by="config.json (`norm_type`, `unilm`, `is_decoder`)",
         tokenizer=tokenizer_kind(tokenizer) if tokenizer is not None else "",
         source_sha256={path.name: sha256(path) for path in sorted(source_dir.iterdir()) if path.is_file()},
         converted_tensors=len([key for key in keys if "embed_positions" not in key]),
