@@ -26,6 +26,7 @@ POLYNOMIAL = 0x82F63B78  # reflected Castagnoli polynomial
 MASK_DELTA = 0xA282EAD8
 LANES = 1 << 14  # parallel lanes of the NumPy implementation
 SEQUENTIAL_BELOW = 256  # bytes handled one at a time in Python
+CHUNK_BYTES = 1 << 20
 
 
 def _byte_table() -> np.ndarray:
@@ -135,10 +136,21 @@ def crc32c_numpy(data) -> int:
     return _advance(0xFFFFFFFF, array.size) ^ _register(array) ^ 0xFFFFFFFF
 
 
+def _google_crc32c(data) -> int:
+    """google-crc32c takes only `bytes`: other buffers are fed in 1 MB copies, which stay in cache."""
+    if isinstance(data, bytes):
+        return google_crc32c.value(data)
+    view = memoryview(data).cast("B")
+    checksum = google_crc32c.Checksum()
+    for start in range(0, len(view), CHUNK_BYTES):
+        checksum.update(view[start : start + CHUNK_BYTES].tobytes())
+    return int.from_bytes(checksum.digest(), "big")
+
+
 def crc32c(data) -> int:
     """CRC-32C of bytes-like `data` (bytes, memoryview, mmap slice)."""
     if google_crc32c is not None:
-        return google_crc32c.value(bytes(data) if not isinstance(data, bytes) else data)
+        return _google_crc32c(data)
     if crc32c_package is not None:
         return crc32c_package.crc32c(data)
     return crc32c_numpy(data)
