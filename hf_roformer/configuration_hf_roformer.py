@@ -1,18 +1,38 @@
 """Configuration of the RoFormer model family (Su et al., "RoFormer: Enhanced Transformer with Rotary Position
-Embedding").
+Embedding"), and its validation.
+
+Validation lives here, in one place: `FIELD_RULES` says what each field accepts (checked whenever a field is
+assigned, also while the config is built), and the `validate_*` methods check what depends on several fields (run
+when the config is built, by `config.validate()`, when saving, and when a model is built from it). Every error is a
+`ValueError`, or a `TypeError` for a value of the wrong type, naming the field, its value and what is allowed.
 
 Hub-bound: this file is copied next to every saved checkpoint so `trust_remote_code=True` loads work without the
 package installed. It may import only `torch`, `transformers` and its sibling Hub-bound files.
 """
 
+import dataclasses
+import inspect
+import json
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
 from huggingface_hub.dataclasses import strict
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers.activations import ACT2FN
 from transformers.configuration_utils import PreTrainedConfig
 from transformers.modeling_rope_utils import RopeParameters
 
 from .linear_attention_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS, check_linear_attention_rope
 from .padding_free_hf_roformer import PADDING_FREE_MODES
-from .rope_scaling_hf_roformer import check_explicit_original_length, validate_rope_parameters
+from .rope_scaling_hf_roformer import (
+    check_explicit_original_length,
+    check_legacy_type,
+    is_integer,
+    shown,
+    validate_rope_parameters,
+)
 
 
 def translate_roformer_config(config_dict: dict) -> dict:
@@ -27,6 +47,201 @@ def translate_roformer_config(config_dict: dict) -> dict:
     return translated
 
 
+# -- what each field accepts ---------------------------------------------------------------------------------------
+
+
+class FieldRule(NamedTuple):
+    """What one field accepts: values of `types` (a bool is never taken for an int or float) that pass `test`.
+    `allowed` says it in words, for error messages and the documentation."""
+
+    allowed: str
+    types: tuple[type, ...]
+    test: Callable[[Any], bool] | None = None
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise a `TypeError` (wrong type) or `ValueError` (wrong value) naming `name`, `value` and `allowed`."""
+        if not isinstance(value, self.types) or (isinstance(value, bool) and bool not in self.types):
+            raise TypeError(f"`{name}` must be {self.allowed}, got {shown(value)} ({type(value).__name__}).")
+        if self.test is not None and not self.test(value):
+            raise ValueError(f"`{name}` must be {self.allowed}, got {shown(value)}.")
+
+
+def integer(minimum: int, maybe_none: bool = False, meaning: str = "") -> FieldRule:
+    """An int >= `minimum` (or None)."""
+    allowed = f"an integer >= {minimum}" + (" or None" + meaning if maybe_none else "")
+    types = (int, type(None)) if maybe_none else (int,)
+    return FieldRule(allowed, types, lambda value: value is None or value >= minimum)
+
+
+def number(allowed: str, types: tuple[type, ...], test: Callable[[float], bool], maybe_none: bool = False) -> FieldRule:
+    """A finite float (or int, where `types` has it) passing `test` (or None)."""
+    types = (*types, type(None)) if maybe_none else types
+    return FieldRule(allowed, types, lambda value: value is None or (math.isfinite(value) and test(value)))
+
+
+def one_of(*choices) -> FieldRule:
+    """One of the given strings (or None, if listed)."""
+    types = tuple({type(choice) for choice in choices})
+    return FieldRule(f"one of {list(choices)}", types, lambda value: value in choices)
+
+
+def is_float_dtype(value) -> bool:
+    """A floating-point torch dtype (the dtype weights are loaded in)."""
+    return isinstance(value, torch.dtype) and value.is_floating_point
+
+
+def is_token_id_list(value) -> bool:
+    """A non-empty list of ints >= 0."""
+    return isinstance(value, list) and len(value) > 0 and all(is_integer(item) and item >= 0 for item in value)
+
+
+def is_label_map(value, key_types: tuple[type, ...], value_types: tuple[type, ...]) -> bool:
+    """A non-empty dict with keys and values of the given types; str keys of `id2label` must spell integers."""
+    return (
+        len(value) > 0
+        and all(isinstance(key, key_types) and not isinstance(key, bool) for key in value)
+        and all(isinstance(item, value_types) and not isinstance(item, bool) for item in value.values())
+        and all(not isinstance(key, str) or key.lstrip("-").isdigit() for key in value if int in key_types)
+    )
+
+
+# Norm epsilons and the linear-attention clamp are used in float32: below this they round to 0 (then 0 / 0).
+FLOAT32_TINY = torch.finfo(torch.float32).tiny
+BOOL = FieldRule("true or false", (bool,))
+BOOL_OR_NONE = FieldRule("true, false or None", (bool, type(None)))
+PROBABILITY = number("a probability in [0, 1]", (float, int), lambda value: 0 <= value <= 1)
+EPSILON = number(
+    f"a finite float >= {FLOAT32_TINY:.3g} (float32's smallest normal number)",
+    (float,),
+    lambda value: value >= FLOAT32_TINY,
+)
+TOKEN_ID = integer(0, maybe_none=True)
+
+FIELD_RULES: dict[str, FieldRule] = {
+    "vocab_size": integer(1),
+    "embedding_size": integer(1, maybe_none=True, meaning=" (None: `hidden_size`)"),
+    "hidden_size": integer(2),
+    "num_hidden_layers": integer(1),
+    "num_attention_heads": integer(1),
+    "intermediate_size": integer(1),
+    "hidden_act": FieldRule("a key of transformers' ACT2FN (e.g. 'gelu', 'relu', 'silu')", (str,), ACT2FN.__contains__),
+    "hidden_dropout_prob": PROBABILITY,
+    "attention_probs_dropout_prob": PROBABILITY,
+    "max_position_embeddings": integer(1),
+    "type_vocab_size": integer(1),
+    "initializer_range": number("a standard deviation in [0, 1]", (float,), lambda value: 0 <= value <= 1),
+    "layer_norm_eps": EPSILON,
+    "pad_token_id": TOKEN_ID,
+    "bos_token_id": TOKEN_ID,
+    "eos_token_id": FieldRule(
+        "an integer >= 0, a non-empty list of them, or None",
+        (int, list, type(None)),
+        lambda value: value is None or is_token_id_list(value) or (not isinstance(value, list) and value >= 0),
+    ),
+    "rotary_value": BOOL,
+    "rope_parameters": FieldRule(
+        "a dict such as {'rope_type': 'default', 'rope_theta': 10000.0} (None, the default, when the config is built)",
+        (dict, type(None)),
+    ),
+    "use_cache": BOOL,
+    "is_decoder": BOOL,
+    "add_cross_attention": BOOL,
+    "tie_word_embeddings": BOOL,
+    "attention_type": one_of("softmax", "linear"),
+    "linear_feature_map": one_of(*FEATURE_MAPS),
+    "linear_rotation_order": one_of(*ROTATION_ORDERS),
+    "linear_attention_eps": EPSILON,
+    "linear_chunk_size": integer(1),
+    "classifier_pooling": one_of("cls", "mean"),
+    "norm_type": one_of("layer_norm", "rms_norm"),
+    "use_bias": BOOL,
+    "pooler_activation": one_of(None, "tanh", "linear"),
+    "unilm": BOOL,
+    "padding_free": one_of(*PADDING_FREE_MODES),
+    "dropout_before_embeddings_norm": FieldRule(
+        "true, false or None (None: derived from `norm_type`)", (bool, type(None))
+    ),
+    "lm_head_transform": FieldRule("true, false or None (None: derived from `norm_type`)", (bool, type(None))),
+    "lm_head_layer_norm_eps": number(
+        EPSILON.allowed + " or None (None: `layer_norm_eps`)", (float,), EPSILON.test, maybe_none=True
+    ),
+    # Fields every transformers config has.
+    "output_hidden_states": BOOL_OR_NONE,
+    "return_dict": BOOL_OR_NONE,
+    "chunk_size_feed_forward": integer(0),
+    "is_encoder_decoder": FieldRule(
+        "false (a RoFormer is an encoder or a decoder; pair two in transformers' EncoderDecoderModel)",
+        (bool,),
+        lambda value: value is False,
+    ),
+    "dtype": FieldRule(
+        "None, a floating-point torch.dtype or its name (e.g. 'float32', 'bfloat16')",
+        (str, torch.dtype, type(None)),
+        lambda value: value is None or is_float_dtype(getattr(torch, value, None) if isinstance(value, str) else value),
+    ),
+    "problem_type": one_of(None, "regression", "single_label_classification", "multi_label_classification"),
+    # Not fields: properties that take their values from keyword arguments.
+    "num_labels": integer(1),
+    "output_attentions": BOOL,
+    "id2label": FieldRule(
+        "None or a non-empty dict from label ids (integers, or strings of them) to names",
+        (dict, type(None)),
+        lambda value: value is None or is_label_map(value, (int, str), (str,)),
+    ),
+    "label2id": FieldRule(
+        "None or a non-empty dict from label names to ids",
+        (dict, type(None)),
+        lambda value: value is None or is_label_map(value, (str,), (int, str)),
+    ),
+    "transformers_version": FieldRule("a string or None", (str, type(None))),
+    "architectures": FieldRule(
+        "None or a list of class names",
+        (list, type(None)),
+        lambda value: value is None or all(isinstance(name, str) for name in value),
+    ),
+}
+# Fields `__post_init__` resolves from others when they are None, so a built config always holds a value.
+DERIVED_FIELDS = {
+    "embedding_size": "hidden_size",
+    "dropout_before_embeddings_norm": "norm_type",
+    "lm_head_transform": "norm_type",
+    "lm_head_layer_norm_eps": "layer_norm_eps",
+}
+
+
+def plain_validation_errors(cls):
+    """Make a `@strict` config raise the `ValueError` / `TypeError` its checks raise, not huggingface_hub's
+    `StrictDataclassFieldValidationError` / `StrictDataclassClassValidationError` (which subclass neither), and check
+    `FIELD_RULES` before each assignment.
+
+    Applied on top of `@strict`, whose `__setattr__` and `validate` it wraps.
+    """
+    strict_setattr, strict_validate = cls.__setattr__, cls.validate
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in FIELD_RULES:
+            FIELD_RULES[name].check(name, value)
+        try:
+            strict_setattr(self, name, value)
+        except StrictDataclassFieldValidationError as error:
+            cause = error.__cause__
+            kind = type(cause) if isinstance(cause, (TypeError, ValueError)) else TypeError
+            raise kind(f"`{name}` got {shown(value)}: {cause}") from None
+
+    def validate(self) -> None:
+        """Check every field and every rule between fields; raise a `ValueError` or `TypeError` naming the field."""
+        try:
+            strict_validate(self)
+        except StrictDataclassClassValidationError as error:
+            raise error.__cause__ from None
+
+    cls.__setattr__ = __setattr__
+    validate.__is_defined_by_strict_decorator__ = True  # lets `@strict` subclasses replace it, as it does its own
+    cls.validate = validate
+    return cls
+
+
+@plain_validation_errors
 @strict
 class HfRoFormerConfig(PreTrainedConfig):
     r"""Hyper-parameters of a RoFormer model.
@@ -92,6 +307,10 @@ class HfRoFormerConfig(PreTrainedConfig):
             batch. Packed outputs are zeros at padding positions. Forwards with a cache, cross-attention, a UniLM mask,
             linear attention or requested attentions/hidden states always keep the padded batch.
 
+    Invalid values raise a `ValueError` (a `TypeError` for a wrong type) naming the field, the value and what is
+    allowed: at construction, in `from_pretrained` (overrides included), on assignment of a field, and, for rules
+    between fields, at the latest when a model is built from the config. See docs/configuration.md.
+
     Example:
 
     ```python
@@ -144,46 +363,77 @@ class HfRoFormerConfig(PreTrainedConfig):
     lm_head_layer_norm_eps: float | None = None
 
     def __post_init__(self, **kwargs):
+        self._check_extra_keys(kwargs)
+        rope_scaling = kwargs.get("rope_scaling")  # legacy name of `rope_parameters`
+        if rope_scaling is not None and not isinstance(rope_scaling, dict):
+            raise TypeError(f"`rope_scaling` must be a dict of rope parameters, got {shown(rope_scaling)}.")
+        # Derived fields are resolved here, so saved configs carry the values the model was built with.
         if self.embedding_size is None:
             self.embedding_size = self.hidden_size
-        # Derived fields are resolved here, so saved configs carry the values the model was built with.
         if self.dropout_before_embeddings_norm is None:
             self.dropout_before_embeddings_norm = self.norm_type == "rms_norm"
         if self.lm_head_transform is None:
             self.lm_head_transform = self.norm_type != "rms_norm"
         if self.lm_head_layer_norm_eps is None:
             self.lm_head_layer_norm_eps = self.layer_norm_eps
-        # Checked here, not only in the strict validators, so that a bad value raises a plain `ValueError` at
-        # construction (the validators wrap errors in huggingface_hub's own exception type).
-        self.check_architecture()
         # Before transformers standardizes the dict, which silently fills a missing YaRN original length.
         check_explicit_original_length(self.rope_parameters or kwargs.get("rope_scaling"))
         super().__post_init__(**kwargs)
-        self.rope_parameters.pop("type", None)  # legacy spelling of `rope_type`, already copied into it
-        validate_rope_parameters(self.rope_parameters, self.head_dim)
-        check_linear_attention_rope(self)
+        if isinstance(self.rope_parameters, dict) and "type" in self.rope_parameters:
+            check_legacy_type(self.rope_parameters)
+            del self.rope_parameters["type"]  # legacy spelling of `rope_type`, already copied into it
+        # `@strict` runs `validate()` (the rules between fields, below) right after this.
+
+    def _check_extra_keys(self, kwargs: dict) -> None:
+        """Keys that are not fields become attributes; refuse those that would replace a method or a derived
+        property (a `config.json` holding `"head_dim"` or `"to_dict"`). A `head_dim` equal to the derived one is
+        accepted and dropped."""
+        if "head_dim" in kwargs:
+            head_dim = kwargs.pop("head_dim")
+            if head_dim != self.hidden_size / self.num_attention_heads:
+                raise ValueError(
+                    f"`head_dim` is derived as `hidden_size` / `num_attention_heads` = {self.hidden_size} / "
+                    f"{self.num_attention_heads}; got {shown(head_dim)}. Remove it or change those fields."
+                )
+        for key, value in kwargs.items():
+            if key in FIELD_RULES:  # properties such as `output_attentions`, set around `__setattr__`
+                FIELD_RULES[key].check(key, value)
+            attribute = inspect.getattr_static(type(self), key, None)
+            read_only = isinstance(attribute, property) and attribute.fset is None
+            if read_only or inspect.isroutine(attribute) or isinstance(attribute, (classmethod, staticmethod)):
+                raise ValueError(f"`{key}` is not a configuration field: it names a method or read-only property.")
 
     @property
     def head_dim(self) -> int:
         """Width of one attention head, the dimension `d` that RoPE rotates."""
         return self.hidden_size // self.num_attention_heads
 
-    def check_architecture(self) -> None:
-        """Raise a `ValueError` naming the field when the hyper-parameters cannot describe a RoFormer."""
-        positive_fields = (
-            "vocab_size",
-            "embedding_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-        )
-        for name in positive_fields:
-            value = getattr(self, name)
-            if value <= 0:
-                raise ValueError(f"`{name}` must be a positive integer, got {value}.")
+    # -- rules between fields (strict-dataclass class validators) ----------------------------------------------------
+
+    def check_rules(self) -> None:
+        """Every rule of this file: each field's, those between fields, token ids and rope parameters. What
+        `validate()` checks, minus transformers' check of `output_attentions` against the attention backend, which a
+        model chooses while it is being built."""
+        self.validate_architecture()
+        self.validate_token_ids()
+        self.validate_rope()
+
+    def validate_architecture(self) -> None:
+        """Every field against its rule (values may have been set around `__setattr__`), then the rules between
+        fields; raise a `ValueError` naming them."""
+        for name, rule in FIELD_RULES.items():
+            if name in self.__dict__ or name == "output_attentions":
+                rule.check(name, getattr(self, name))
+        if self.id2label is None:  # `num_labels` is its length
+            raise ValueError(
+                "`id2label` is None; a built config holds one name per label (set `num_labels` or `id2label`)."
+            )
+        for name, source in DERIVED_FIELDS.items():
+            if getattr(self, name) is None:
+                raise ValueError(
+                    f"`{name}` is None; it is derived from `{source}` only when the config is built, so set a "
+                    "value explicitly."
+                )
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"`hidden_size` ({self.hidden_size}) must be a multiple of `num_attention_heads` "
@@ -194,44 +444,51 @@ class HfRoFormerConfig(PreTrainedConfig):
                 f"RoPE rotates pairs of features, so the head dimension `hidden_size / num_attention_heads` must be "
                 f"even, got {self.hidden_size} / {self.num_attention_heads} = {self.head_dim}."
             )
-        if self.hidden_act not in ACT2FN:
+        if not self.lm_head_transform and self.embedding_size != self.hidden_size:
             raise ValueError(
-                f"`hidden_act` {self.hidden_act!r} is not a known activation; use one of {sorted(ACT2FN)}."
+                f"`lm_head_transform=False` (a bare tied embedding matrix as language-modeling head, the default for "
+                f"`norm_type='rms_norm'`) needs `embedding_size` ({self.embedding_size}) equal to `hidden_size` "
+                f"({self.hidden_size}): only the transform projects hidden states to the embedding width."
             )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"`{name}` must be a probability in [0, 1], got {value}.")
-        if self.layer_norm_eps <= 0:
-            raise ValueError(f"`layer_norm_eps` must be positive, got {self.layer_norm_eps}.")
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"`pad_token_id` ({self.pad_token_id}) must lie in [0, vocab_size={self.vocab_size}).")
         if self.add_cross_attention and not self.is_decoder:
             raise ValueError("`add_cross_attention=True` needs `is_decoder=True`: only decoders attend to an encoder.")
-        self.check_linear_attention()
-        if self.norm_type not in ("layer_norm", "rms_norm"):
-            raise ValueError(f"`norm_type` must be 'layer_norm' or 'rms_norm', got {self.norm_type!r}.")
-        if self.pooler_activation not in (None, "tanh", "linear"):
-            raise ValueError(f"`pooler_activation` must be None, 'tanh' or 'linear', got {self.pooler_activation!r}.")
-        if self.padding_free not in PADDING_FREE_MODES:
-            raise ValueError(f"`padding_free` must be one of {list(PADDING_FREE_MODES)}, got {self.padding_free!r}.")
-        if self.classifier_pooling not in ("cls", "mean"):
-            raise ValueError(f"`classifier_pooling` must be 'cls' or 'mean', got {self.classifier_pooling!r}.")
-
-    def check_linear_attention(self) -> None:
-        """Raise a `ValueError` naming the field for linear-attention settings that cannot work."""
-        if self.attention_type not in ("softmax", "linear"):
-            raise ValueError(f"`attention_type` must be 'softmax' or 'linear', got {self.attention_type!r}.")
-        if self.linear_feature_map not in FEATURE_MAPS:
-            raise ValueError(f"`linear_feature_map` {self.linear_feature_map!r} is not one of {list(FEATURE_MAPS)}.")
-        if self.linear_rotation_order not in ROTATION_ORDERS:
+        if self.unilm and self.type_vocab_size < 2:
             raise ValueError(
-                f"`linear_rotation_order` {self.linear_rotation_order!r} is not one of {list(ROTATION_ORDERS)}."
+                f"`unilm=True` needs `type_vocab_size` >= 2 (the target segment has token type 1), got "
+                f"{self.type_vocab_size}."
             )
-        if not self.linear_attention_eps > 0:
-            raise ValueError(f"`linear_attention_eps` must be positive, got {self.linear_attention_eps}.")
-        if self.linear_chunk_size <= 0:
-            raise ValueError(f"`linear_chunk_size` must be a positive integer, got {self.linear_chunk_size}.")
+
+    def validate_token_ids(self) -> None:
+        """Special token ids must lie in the vocabulary (transformers only warns)."""
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(self, name)
+            ids = value if isinstance(value, list) else [value]
+            if any(token_id is not None and token_id >= self.vocab_size for token_id in ids):
+                raise ValueError(f"`{name}` ({value}) must lie in [0, vocab_size={self.vocab_size}).")
+
+    def validate_rope(self) -> None:
+        """Every key the rope type reads, by `rope_scaling_hf_roformer.ROPE_TYPE_RULES` (transformers' own rope
+        validation only warns, and raises a `KeyError` for missing keys), then what linear attention needs of them."""
+        validate_rope_parameters(self)
+        check_linear_attention_rope(self)
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def _dict_from_json_file(cls, json_file) -> dict:
+        """Read a config file; raise a `ValueError` naming the file when it is not JSON or holds no JSON object."""
+        with open(json_file, encoding="utf-8") as reader:
+            text = reader.read()
+        try:
+            config_dict = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{json_file} is not valid JSON: {error}.") from None
+        if not isinstance(config_dict, dict):
+            raise ValueError(
+                f"{json_file} must hold a JSON object of configuration fields, got {shown(config_dict)} "
+                f"({type(config_dict).__name__})."
+            )
+        return cls._decode_special_floats(config_dict)
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict, dict]:
@@ -243,39 +500,32 @@ class HfRoFormerConfig(PreTrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """Build a config from a dict. Rope settings passed as overrides (`from_pretrained(path,
-        rope_parameters={...})`) go through construction, so they are standardized and validated like any other; a
+        """Build a config from a dict. Overrides of fields (`from_pretrained(path, num_attention_heads=16)`) go
+        through construction with the rest, so they are validated together, never one at a time; a
         `rope_parameters` override without `rope_theta` keeps the checkpoint's."""
-        overrides = {key: kwargs.pop(key) for key in ("rope_parameters", "rope_scaling", "rope_theta") if key in kwargs}
-        if overrides:
-            config_dict = dict(config_dict)
+        if not isinstance(config_dict, dict):
+            raise TypeError(f"`config_dict` must be a dict of configuration fields, got {type(config_dict).__name__}.")
+        config_dict = dict(config_dict)
+        rope_overrides = {
+            key: kwargs.pop(key) for key in ("rope_parameters", "rope_scaling", "rope_theta") if key in kwargs
+        }
+        if rope_overrides:
             saved = config_dict.pop("rope_parameters", None) or {}
-            new = overrides.pop("rope_parameters", None) or overrides.pop("rope_scaling", None)
-            if new is not None:
+            new = rope_overrides.pop("rope_parameters", None) or rope_overrides.pop("rope_scaling", None)
+            if isinstance(new, dict):
                 new = dict(new)
-                if "rope_theta" in saved:
+                if isinstance(saved, dict) and "rope_theta" in saved:
                     new.setdefault("rope_theta", saved["rope_theta"])
-                config_dict["rope_parameters"] = new
-            else:
-                config_dict["rope_parameters"] = saved
-            if "rope_theta" in overrides:
-                config_dict["rope_parameters"]["rope_theta"] = overrides["rope_theta"]
+            config_dict["rope_parameters"] = saved if new is None else new
+            if "rope_theta" in rope_overrides and isinstance(config_dict["rope_parameters"], dict):
+                config_dict["rope_parameters"] = {
+                    **config_dict["rope_parameters"],
+                    "rope_theta": rope_overrides["rope_theta"],
+                }
+        # transformers handles `dtype` itself ("auto" means: keep the checkpoint's).
+        fields = {field.name for field in dataclasses.fields(cls)} - {"dtype"}
+        config_dict.update({key: kwargs.pop(key) for key in list(kwargs) if key in fields})
         return super().from_dict(config_dict, **kwargs)
-
-    def validate_architecture(self) -> None:
-        """Strict-dataclass validator: re-checks the hyper-parameters when `config.validate()` runs after edits."""
-        self.check_architecture()
-
-    def _validate_own_rope_parameters(self, rope_parameters: dict, ignore_keys: set | None = None) -> None:
-        """transformers' per-type rope validation hook, replaced for the types whose meaning differs here: `ntk`
-        (unknown to transformers), `dynamic` (reads `original_max_position_embeddings`) and `yarn` (whose check warns
-        when `factor` differs from `max_position_embeddings / original_max_position_embeddings`, but here
-        `max_position_embeddings` is the trained length, not a target). The full check runs in `__post_init__`."""
-        validate_rope_parameters(rope_parameters, self.head_dim)
-
-    _validate_ntk_rope_parameters = _validate_own_rope_parameters
-    _validate_dynamic_rope_parameters = _validate_own_rope_parameters
-    _validate_yarn_rope_parameters = _validate_own_rope_parameters
 
 
 __all__ = ["HfRoFormerConfig"]

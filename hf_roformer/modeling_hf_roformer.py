@@ -610,6 +610,12 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
         "cross_attentions": HfRoFormerCrossAttention,
     }
 
+    def __init__(self, config: HfRoFormerConfig, *inputs, **kwargs):
+        """Validate the config before building on it: fields assigned since it was built, or dicts edited in place,
+        fail here with a `ValueError` naming the field rather than deep inside a forward."""
+        config.check_rules()
+        super().__init__(config, *inputs, **kwargs)
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)

@@ -14,9 +14,16 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 
 import math
 import numbers
+import reprlib
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.utils import logging
+
+
+logger = logging.get_logger(__name__)
 
 
 OWN_TYPES = ("default", "ntk", "dynamic")
@@ -25,8 +32,8 @@ LENGTH_DEPENDENT_TYPES = ("dynamic", "longrope")
 
 
 def supported_rope_types() -> list[str]:
-    """Every `rope_type` accepted: ours plus every type transformers' rope utilities know."""
-    return sorted(set(OWN_TYPES) | set(ROPE_INIT_FUNCTIONS))
+    """Every `rope_type` accepted: ours plus transformers' (those `ROPE_TYPE_RULES` has validation rules for)."""
+    return list(ROPE_TYPE_RULES)
 
 
 def angle_dtype(device: torch.device) -> torch.dtype:
@@ -131,83 +138,286 @@ def _longrope_inverse_frequencies(config, lengths: torch.Tensor | None, device: 
     return torch.where(use_long, long.to(dtype), short.to(dtype))
 
 
-def _is_number(value) -> bool:
+# -- validation ----------------------------------------------------------------------------------------------------
+#
+# Every key a rope type reads has a rule; `validate_rope_parameters` applies the rules of the configured type, so a
+# config that passes cannot fail later (division by zero, math domain errors, `None` arithmetic) or give non-finite
+# frequencies. Keys a type does not read are only reported, as transformers does.
+
+# Transformers' rope types build their factors as float32 tensors: anything below this becomes 0 (then 1/0) there.
+FLOAT32_TINY = torch.finfo(torch.float32).tiny
+FLOAT32_MAX = torch.finfo(torch.float32).max
+# Bound on the factor a rope type puts on queries and keys. YaRN's 0.1 ln s + 1 reaches it only at s ~ 1e39 and
+# LongRoPE's sqrt(1 + ln s / ln L) at ln s = 99 ln L; beyond it the squared factor overflows attention logits.
+MAX_ATTENTION_FACTOR = 10.0
+
+
+def is_real(value) -> bool:
+    """A finite int or float (bools excluded)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_explicit_original_length(rope_parameters: dict | None) -> None:
+def is_integer(value) -> bool:
+    """An int (bools excluded)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def shown(value: Any) -> str:
+    """`repr` of a value for an error message, shortened for long lists and strings."""
+    return SHORT_REPR.repr(value)
+
+
+SHORT_REPR = reprlib.Repr()
+SHORT_REPR.maxstring = SHORT_REPR.maxother = 80
+SHORT_REPR.maxlist = SHORT_REPR.maxdict = 8
+
+
+class KeyRule(NamedTuple):
+    """What one `rope_parameters` key accepts: `allowed` says it in words (errors and docs), `accepts` tests it.
+    `null_means_absent`: the type's reader treats `None` like a missing key, so `null` in a config file is fine."""
+
+    allowed: str
+    accepts: Callable[[Any], bool]
+    null_means_absent: bool = False
+
+
+class RopeTypeRules(NamedTuple):
+    """The keys one rope type reads (required and optional), and the smallest head dimension it works with."""
+
+    required: dict[str, KeyRule]
+    optional: dict[str, KeyRule]
+    min_head_dim: int = 2
+
+
+THETA = KeyRule("a finite number > 1", lambda value: is_real(value) and value > 1)
+FACTOR = KeyRule("a finite number >= 1", lambda value: is_real(value) and value >= 1)
+LENGTH = KeyRule("an integer >= 1", lambda value: is_integer(value) and value >= 1)
+POSITIVE = KeyRule("a finite number > 0", lambda value: is_real(value) and value > 0)
+NON_NEGATIVE = KeyRule("a finite number >= 0", lambda value: is_real(value) and value >= 0)
+ATTENTION_FACTOR = KeyRule(
+    f"a number in (0, {MAX_ATTENTION_FACTOR:g}]",
+    lambda value: is_real(value) and 0 < value <= MAX_ATTENTION_FACTOR,
+    null_means_absent=True,
+)
+FULL_ROTATION = KeyRule(
+    "1 (RoFormer rotates every feature pair; use rope_type 'proportional' for partial rotation)",
+    lambda value: is_real(value) and value == 1,
+)
+
+
+def _factor_list(values) -> bool:
+    return isinstance(values, (list, tuple)) and all(
+        is_real(value) and FLOAT32_TINY <= value <= FLOAT32_MAX for value in values
+    )
+
+
+FACTOR_LIST = KeyRule(f"a list of head_dim / 2 numbers in [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}]", _factor_list)
+
+ROPE_TYPE_RULES: dict[str, RopeTypeRules] = {
+    "default": RopeTypeRules({"rope_theta": THETA}, {"partial_rotary_factor": FULL_ROTATION}),
+    "linear": RopeTypeRules({"rope_theta": THETA, "factor": FACTOR}, {"partial_rotary_factor": FULL_ROTATION}),
+    # base * s^(d / (d - 2)): d = 2 would divide by zero.
+    "ntk": RopeTypeRules(
+        {"rope_theta": THETA, "factor": FACTOR}, {"partial_rotary_factor": FULL_ROTATION}, min_head_dim=4
+    ),
+    "dynamic": RopeTypeRules(
+        {"rope_theta": THETA, "factor": FACTOR},
+        {
+            "original_max_position_embeddings": LENGTH._replace(null_means_absent=True),
+            "partial_rotary_factor": FULL_ROTATION,
+        },
+        min_head_dim=4,
+    ),
+    "yarn": RopeTypeRules(
+        {
+            "rope_theta": THETA,  # YaRN divides by ln(rope_theta)
+            "factor": FACTOR,
+            "original_max_position_embeddings": LENGTH._replace(
+                allowed="the length the model was pre-trained at (an integer >= 1, e.g. 512 for the original RoFormer "
+                "checkpoints; transformers would silently take `max_position_embeddings`)"
+            ),
+        },
+        {
+            "beta_fast": POSITIVE._replace(null_means_absent=True),
+            "beta_slow": POSITIVE._replace(null_means_absent=True),
+            "attention_factor": ATTENTION_FACTOR,
+            "mscale": NON_NEGATIVE._replace(null_means_absent=True),
+            "mscale_all_dim": NON_NEGATIVE._replace(null_means_absent=True),
+            "truncate": KeyRule("true or false", lambda value: isinstance(value, bool)),
+            "partial_rotary_factor": FULL_ROTATION,
+        },
+    ),
+    "longrope": RopeTypeRules(
+        {
+            "rope_theta": THETA,
+            "short_factor": FACTOR_LIST,
+            "long_factor": FACTOR_LIST,
+            # The default attention factor divides by ln(original_max_position_embeddings).
+            "original_max_position_embeddings": KeyRule(
+                "an integer >= 2", lambda value: is_integer(value) and value >= 2
+            ),
+        },
+        {
+            "factor": FACTOR._replace(null_means_absent=True),
+            "attention_factor": ATTENTION_FACTOR,
+            "partial_rotary_factor": FULL_ROTATION,
+        },
+    ),
+    "llama3": RopeTypeRules(
+        {
+            "rope_theta": THETA,
+            "factor": FACTOR,
+            "low_freq_factor": POSITIVE,
+            "high_freq_factor": POSITIVE,
+            "original_max_position_embeddings": LENGTH,
+        },
+        {"partial_rotary_factor": FULL_ROTATION},
+    ),
+    "proportional": RopeTypeRules(
+        {"rope_theta": THETA},
+        {
+            "factor": FACTOR,
+            "partial_rotary_factor": KeyRule(
+                "a number in (0, 1] (the fraction of feature pairs rotated)",
+                lambda value: is_real(value) and 0 < value <= 1,
+            ),
+        },
+    ),
+}
+
+
+def _ordered_pair_errors(parameters: dict, rope_type: str) -> str | None:
+    """Rules between two keys of one type: YaRN's beta_fast > beta_slow, llama3's high > low frequency factor."""
+    if rope_type == "yarn":
+        beta_fast = parameters.get("beta_fast") or 32  # transformers' defaults, also for null
+        beta_slow = parameters.get("beta_slow") or 1
+        if beta_fast <= beta_slow:
+            return (
+                f"`rope_parameters['beta_fast']` ({beta_fast}) must be greater than `rope_parameters['beta_slow']` "
+                f"({beta_slow}) for rope_type 'yarn' (defaults 32 and 1)."
+            )
+    if rope_type == "llama3" and parameters["high_freq_factor"] <= parameters["low_freq_factor"]:
+        return (
+            f"`rope_parameters['high_freq_factor']` ({parameters['high_freq_factor']}) must be greater than "
+            f"`rope_parameters['low_freq_factor']` ({parameters['low_freq_factor']}) for rope_type 'llama3'."
+        )
+    return None
+
+
+def check_explicit_original_length(rope_parameters) -> None:
     """YaRN needs the pre-training length spelled out: transformers silently takes `max_position_embeddings`, which
-    is wrong whenever that field already holds the extended length."""
-    if not rope_parameters:
+    is wrong whenever that field already holds the extended length. Runs on the dict as given, before transformers
+    standardizes it."""
+    if not isinstance(rope_parameters, dict):
         return
     rope_type = rope_parameters.get("rope_type", rope_parameters.get("type"))
     if rope_type == "yarn" and rope_parameters.get("original_max_position_embeddings") is None:
+        rule = ROPE_TYPE_RULES["yarn"].required["original_max_position_embeddings"]
         raise ValueError(
-            "`rope_parameters['original_max_position_embeddings']` is required for rope_type 'yarn': the length the "
-            "model was pre-trained at (e.g. 512 for the original RoFormer checkpoints)."
+            f"`rope_parameters['original_max_position_embeddings']` is required for rope_type 'yarn': {rule.allowed}."
         )
 
 
-def validate_rope_parameters(rope_parameters: dict, head_dim: int) -> None:
-    """Raise a `ValueError` naming the key for `rope_parameters` that cannot describe a rotary embedding."""
-    rope_type = rope_parameters.get("rope_type", "default")
-    if rope_type not in supported_rope_types():
-        raise ValueError(f"`rope_parameters['rope_type']` {rope_type!r} is not one of {supported_rope_types()}.")
-    partial = rope_parameters.get("partial_rotary_factor")
-    if partial not in (None, 1, 1.0) and rope_type != "proportional":
+def check_legacy_type(parameters: dict) -> None:
+    """`type`, the legacy spelling of `rope_type`, may stay next to it only with the same value."""
+    rope_type = parameters.get("rope_type", "default")
+    if "type" in parameters and parameters["type"] != rope_type:
         raise ValueError(
-            f"`rope_parameters['partial_rotary_factor']` {partial!r} is not supported: RoFormer rotates every feature "
-            "pair (use rope_type 'proportional' for partial rotation)."
+            f"`rope_parameters['type']` ({parameters['type']!r}) is the legacy spelling of 'rope_type' and differs "
+            f"from it ({rope_type!r}); remove it."
         )
-    theta = rope_parameters.get("rope_theta")
-    if not _is_number(theta) or theta <= 0:
-        raise ValueError(f"`rope_parameters['rope_theta']` must be a positive number, got {theta!r}.")
-    if rope_type != "default":
-        factor = rope_parameters.get("factor")
-        factor_optional = rope_type in ("longrope", "proportional")
-        if factor is None and not factor_optional:
-            raise ValueError(f"`rope_parameters['factor']` is required for rope_type {rope_type!r}.")
-        if factor is not None and (not _is_number(factor) or factor < 1):
-            raise ValueError(f"`rope_parameters['factor']` must be a number >= 1, got {factor!r}.")
-    original = rope_parameters.get("original_max_position_embeddings")
-    if original is not None and (not isinstance(original, int) or isinstance(original, bool) or original <= 0):
+
+
+def validate_rope_parameters(config) -> None:
+    """Raise a `ValueError` (or `TypeError` for a wrong type) naming the key, its value and what is allowed, for
+    `config.rope_parameters` that cannot describe a rotary embedding of `config.head_dim`. Unread keys are logged."""
+    parameters = config.rope_parameters
+    if not isinstance(parameters, dict):
+        raise TypeError(
+            f"`rope_parameters` must be a dict such as {{'rope_type': 'default', 'rope_theta': 10000.0}}, got "
+            f"{shown(parameters)} ({type(parameters).__name__}); None is accepted only when the config is built."
+        )
+    rope_type = parameters.get("rope_type", "default")
+    if not isinstance(rope_type, str) or rope_type not in ROPE_TYPE_RULES:
         raise ValueError(
-            f"`rope_parameters['original_max_position_embeddings']` must be a positive integer, got {original!r}."
+            f"`rope_parameters['rope_type']` must be one of {list(ROPE_TYPE_RULES)}, got {shown(rope_type)}."
         )
-    attention_factor = rope_parameters.get("attention_factor")
-    if attention_factor is not None and (not _is_number(attention_factor) or attention_factor < 0):
-        raise ValueError(f"`rope_parameters['attention_factor']` must be a number >= 0, got {attention_factor!r}.")
-    if rope_type == "yarn":
-        check_explicit_original_length(rope_parameters)
-        beta_fast = rope_parameters.get("beta_fast", 32)
-        beta_slow = rope_parameters.get("beta_slow", 1)
-        for key, value in (("beta_fast", beta_fast), ("beta_slow", beta_slow)):
-            if not _is_number(value):
-                raise ValueError(f"`rope_parameters['{key}']` must be a number, got {value!r}.")
-        if beta_fast <= beta_slow:
+    check_legacy_type(parameters)
+    rules = ROPE_TYPE_RULES[rope_type]
+    for key, rule in rules.required.items():
+        if parameters.get(key) is None:
+            raise ValueError(f"`rope_parameters['{key}']` is required for rope_type {rope_type!r}: {rule.allowed}.")
+    for key, rule in {**rules.required, **rules.optional}.items():
+        if key not in parameters or (parameters[key] is None and rule.null_means_absent):
+            continue
+        value = parameters[key]
+        if not rule.accepts(value):
             raise ValueError(
-                f"`rope_parameters['beta_fast']` ({beta_fast}) must be greater than `beta_slow` ({beta_slow})."
+                f"`rope_parameters['{key}']` must be {rule.allowed} for rope_type {rope_type!r}, got {shown(value)}."
             )
+    unread = set(parameters) - set(rules.required) - set(rules.optional) - {"rope_type", "type"}
+    if unread:
+        logger.warning(f"`rope_parameters` keys {sorted(map(str, unread))} are not read by rope_type {rope_type!r}.")
+    if (error := _ordered_pair_errors(parameters, rope_type)) is not None:
+        raise ValueError(error)
+    _check_head_dim(config, rope_type, rules)
+    _check_results(config, rope_type)
+
+
+def _check_head_dim(config, rope_type: str, rules: RopeTypeRules) -> None:
+    """Head-dimension needs of the type: NTK types need d >= 4, longrope's lists hold one factor per feature pair."""
+    head_dim = config.head_dim
+    if head_dim < rules.min_head_dim:
+        raise ValueError(
+            f"rope_type {rope_type!r} needs a head dimension of at least {rules.min_head_dim} (its base is scaled by "
+            f"factor^(d / (d - 2))), got `hidden_size` / `num_attention_heads` = {config.hidden_size} / "
+            f"{config.num_attention_heads} = {head_dim}."
+        )
     if rope_type == "longrope":
         for key in ("short_factor", "long_factor"):
-            values = rope_parameters.get(key)
-            if not isinstance(values, (list, tuple)) or not all(_is_number(value) for value in values):
-                raise ValueError(f"`rope_parameters['{key}']` must be a list of numbers, got {values!r}.")
-            if len(values) != head_dim // 2:
+            count = len(config.rope_parameters[key])
+            if count != head_dim // 2:
                 raise ValueError(
-                    f"`rope_parameters['{key}']` has {len(values)} values; it needs head_dim / 2 = {head_dim // 2}."
+                    f"`rope_parameters['{key}']` has {count} values; it needs head_dim / 2 = {head_dim // 2} "
+                    f"(`hidden_size` {config.hidden_size} / `num_attention_heads` {config.num_attention_heads} / 2)."
                 )
-    if rope_type == "llama3":
-        for key in ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
-            if rope_parameters.get(key) is None:
-                raise ValueError(f"`rope_parameters['{key}']` is required for rope_type 'llama3'.")
-        if rope_parameters["high_freq_factor"] <= rope_parameters["low_freq_factor"]:
-            raise ValueError("`rope_parameters['high_freq_factor']` must be greater than `low_freq_factor`.")
+
+
+def _check_results(config, rope_type: str) -> None:
+    """What the keys give together: a finite NTK base, and an attention factor in (0, MAX_ATTENTION_FACTOR]."""
+    parameters = config.rope_parameters
+    if rope_type == "ntk":
+        try:
+            base = _ntk_base(parameters["rope_theta"], parameters["factor"], config.head_dim)
+        except OverflowError:
+            base = math.inf
+        if not math.isfinite(base):
+            raise ValueError(
+                f"`rope_parameters['factor']` ({parameters['factor']}) is too large: the NTK base rope_theta * "
+                f"factor^(d / (d - 2)) with rope_theta={parameters['rope_theta']} and d={config.head_dim} overflows."
+            )
+    factor = rope_attention_factor(config)
+    if not 0 < factor <= MAX_ATTENTION_FACTOR:
+        sources = ATTENTION_FACTOR_SOURCES if parameters.get("attention_factor") is None else ("attention_factor",)
+        given = ", ".join(
+            f"`rope_parameters['{key}']`={shown(parameters[key])}" for key in sources if key in parameters
+        )
+        raise ValueError(
+            f"{given} give rope_type {rope_type!r} an attention factor of {factor:.6g}; it must lie in "
+            f"(0, {MAX_ATTENTION_FACTOR:g}]."
+        )
+
+
+# The keys transformers derives an attention factor from when `attention_factor` is not given.
+ATTENTION_FACTOR_SOURCES = ("factor", "mscale", "mscale_all_dim", "original_max_position_embeddings")
 
 
 __all__ = [
     "LENGTH_DEPENDENT_TYPES",
+    "ROPE_TYPE_RULES",
     "angle_dtype",
+    "check_explicit_original_length",
+    "check_legacy_type",
     "default_inverse_frequencies",
     "is_length_dependent",
     "original_length",

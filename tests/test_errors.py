@@ -35,34 +35,3 @@ def test_encoder_states_without_cross_attention():
     decoder = hf_roformer.HfRoFormerModel(tiny_config(is_decoder=True))
     with pytest.raises(ValueError, match="add_cross_attention=True"):
         decoder(torch.tensor([[1, 2]]), encoder_hidden_states=torch.randn(1, 4, 32))
-
-
-@pytest.mark.parametrize(
-    ("overrides", "field"),
-    [
-        ({"hidden_size": 30, "num_attention_heads": 4}, "hidden_size"),
-        ({"hidden_size": 36, "num_attention_heads": 4}, "head dimension"),
-        ({"vocab_size": -5}, "vocab_size"),
-        ({"num_hidden_layers": 0}, "num_hidden_layers"),
-        ({"intermediate_size": -1}, "intermediate_size"),
-        ({"num_attention_heads": 0}, "num_attention_heads"),
-        ({"embedding_size": 0}, "embedding_size"),
-        ({"max_position_embeddings": -1}, "max_position_embeddings"),
-        ({"hidden_act": "gelu_erf"}, "hidden_act"),
-        ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob"),
-        ({"attention_probs_dropout_prob": -0.1}, "attention_probs_dropout_prob"),
-        ({"layer_norm_eps": 0.0}, "layer_norm_eps"),
-        ({"pad_token_id": 99}, "pad_token_id"),
-        ({"add_cross_attention": True}, "add_cross_attention"),
-    ],
-)
-def test_invalid_config_values(overrides, field):
-    with pytest.raises(ValueError, match=field):
-        tiny_config(**overrides)
-
-
-def test_validate_rechecks_after_edits():
-    config = tiny_config()
-    config.num_attention_heads = 5
-    with pytest.raises(Exception, match="num_attention_heads"):
-        config.validate()

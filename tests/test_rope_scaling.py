@@ -330,6 +330,13 @@ LONGROPE = {
     "long_factor": [1.0] * 4,
     "original_max_position_embeddings": 8,
 }
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8,
+}
 INVALID_ROPE_PARAMETERS = [
     ({"rope_type": "su"}, "rope_type"),
     ({"rope_type": "linear"}, "factor"),
@@ -342,6 +349,32 @@ INVALID_ROPE_PARAMETERS = [
     ({**LONGROPE, "long_factor": [1.0] * 5}, "long_factor"),
     ({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5}, "partial_rotary_factor"),
     ({"rope_type": "default", "rope_theta": -1.0}, "rope_theta"),
+    # Every key a type reads: ranges, types, null, NaN/inf; and what the keys give together.
+    ({"rope_type": "default", "rope_theta": 1.0}, "rope_theta"),
+    ({"rope_type": "linear", "factor": float("inf")}, "factor"),
+    ({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": None}, "partial_rotary_factor"),
+    ({"rope_type": "ntk", "factor": 1e300}, "factor"),
+    (
+        {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 0},
+        "original_max_position_embeddings",
+    ),
+    ({**YARN, "beta_slow": -1.0}, "beta_slow"),
+    ({**YARN, "beta_fast": float("nan")}, "beta_fast"),
+    ({**YARN, "truncate": None}, "truncate"),
+    ({**YARN, "truncate": "yes"}, "truncate"),
+    ({**YARN, "mscale": -1.0}, "mscale"),
+    ({**YARN, "mscale": 1e300, "mscale_all_dim": 1e-300}, "mscale"),
+    ({**YARN, "attention_factor": 0.0}, "attention_factor"),
+    ({**YARN, "attention_factor": 10.5}, "attention_factor"),
+    ({**LONGROPE, "short_factor": [0.0] * 4}, "short_factor"),
+    ({**LONGROPE, "long_factor": [1.0, 1.0, "a", 1.0]}, "long_factor"),
+    ({**LONGROPE, "original_max_position_embeddings": 1}, "original_max_position_embeddings"),
+    ({**LLAMA3, "low_freq_factor": "1"}, "low_freq_factor"),
+    ({**LLAMA3, "high_freq_factor": 0.5}, "high_freq_factor"),
+    ({"rope_type": "proportional", "partial_rotary_factor": 0.0}, "partial_rotary_factor"),
+    ({"rope_type": "proportional", "partial_rotary_factor": None}, "partial_rotary_factor"),
+    ({"rope_type": "proportional", "factor": None}, "factor"),
+    ({"rope_type": "linear", "type": "dynamic", "factor": 2.0}, "type"),
 ]
 
 
@@ -349,6 +382,50 @@ INVALID_ROPE_PARAMETERS = [
 def test_invalid_rope_parameters_name_the_key(parameters, key):
     with pytest.raises(ValueError, match=rf"\['{key}'\]"):
         tiny_config(rope_parameters=parameters)
+
+
+@pytest.mark.parametrize(
+    ("rope_type", "head_dim", "accepted"),
+    [("ntk", 2, False), ("dynamic", 2, False), ("ntk", 4, True), ("linear", 2, True)],
+)
+def test_ntk_types_need_a_head_dimension_of_four(rope_type, head_dim, accepted):
+    """base * s^(d / (d - 2)) divides by zero at d = 2 (it was a `ZeroDivisionError` in the forward)."""
+    parameters = {"rope_type": rope_type, "factor": 2.0}
+    if accepted:
+        assert config_for(head_dim, parameters).head_dim == head_dim
+        return
+    with pytest.raises(ValueError, match=rf"rope_type '{rope_type}' needs a head dimension of at least 4"):
+        config_for(head_dim, parameters)
+
+
+@pytest.mark.parametrize(
+    ("rope_type", "key", "parameters"),
+    [
+        ("yarn", "beta_fast", YARN),
+        ("yarn", "beta_slow", YARN),
+        ("yarn", "attention_factor", YARN),
+        ("yarn", "mscale", {**YARN, "mscale_all_dim": 1.0}),
+        ("dynamic", "original_max_position_embeddings", {"rope_type": "dynamic", "factor": 2.0}),
+        ("longrope", "factor", LONGROPE),
+    ],
+)
+def test_null_where_the_reader_treats_it_as_absent(rope_type, key, parameters):
+    """`null` in a config file is accepted exactly where transformers' (or our) reader treats it like a missing key:
+    the frequencies and the attention factor are those without the key."""
+    absent = config_for(8, dict(parameters))
+    null = config_for(8, {**parameters, key: None})
+    torch.testing.assert_close(rope_inverse_frequencies(null), rope_inverse_frequencies(absent), rtol=0, atol=0)
+    assert rope_attention_factor(null) == rope_attention_factor(absent)
+
+
+def test_keys_a_type_does_not_read_are_only_logged(caplog):
+    config = config_for(8, {"rope_type": "linear", "factor": 2.0, "beta_fast": "unused"})
+    assert config.rope_parameters["beta_fast"] == "unused"
+    assert "`rope_parameters` keys ['beta_fast'] are not read by rope_type 'linear'." in caplog.text
+
+
+def test_attention_factor_at_its_bound_is_accepted():
+    assert rope_attention_factor(config_for(8, {**YARN, "attention_factor": 10.0})) == 10.0
 
 
 def test_legacy_rope_scaling_round_trips_as_rope_parameters(tmp_path):
