@@ -34,10 +34,45 @@ def main(argv: list[str] | None = None) -> None:
         help="released zip contents (bert_config.json, *.ckpt.*, vocab.txt) or a transformers-format directory",
     )
     convert.add_argument("output_dir")
-    convert.add_argument("--family", default="auto", choices=["auto", "v1", "gpt", "sim", "v2"])
+    convert.add_argument(
+        "--family",
+        default="auto",
+        choices=["auto", "v1", "gpt", "sim", "v2"],
+        help="auto: RoFormer-V2 from its variables, v1/gpt/sim only from a release's directory name (they hold the "
+        "same variables), otherwise refused",
+    )
     convert.add_argument("--force", action="store_true", help="replace output_dir if it exists")
-    convert.add_argument("--layer-norm-eps", type=float, help="override the norm epsilon (default 1e-12)")
-    convert.add_argument("--push-to-hub", metavar="REPO", help="upload the converted folder to this Hub repository")
+    convert.add_argument(
+        "--layer_norm_eps",
+        "--layer-norm-eps",
+        type=float,
+        help="epsilon of the embedding and encoder norms: 1e-12 (default, the release-time bert4keras) or 1e-7 for "
+        "checkpoints trained with bert4keras >= 0.11.4; the MLM head's norm stays 1e-12",
+    )
+    convert.add_argument(
+        "--push_to_hub", "--push-to-hub", metavar="REPO", help="upload the converted folder to this Hub repository"
+    )
+
+    similar = commands.add_parser(
+        "similar", help="generate sentences similar to a text with RoFormer-Sim, ranked by similarity"
+    )
+    similar.add_argument("texts", nargs="+", metavar="text", help="source sentence(s)")
+    similar.add_argument(
+        "--model_name_or_path", "--model-name-or-path", required=True, help="a converted RoFormer-Sim directory"
+    )
+    similar.add_argument(
+        "-n", "--num_candidates", "--num-candidates", type=int, default=20, help="candidates generated per text"
+    )
+    similar.add_argument(
+        "-k", "--num_results", "--num-results", type=int, help="best candidates printed per text (default: all)"
+    )
+    similar.add_argument("--top_p", "--top-p", type=float, default=0.95, help="nucleus sampling threshold")
+    similar.add_argument("--top_k", "--top-k", type=int, help="sample among the k likeliest tokens only")
+    similar.add_argument(
+        "--max_new_tokens", "--max-new-tokens", type=int, default=64, help="longest candidate in tokens"
+    )
+    similar.add_argument("--greedy", action="store_true", help="greedy decoding instead of sampling")
+    similar.add_argument("--seed", type=int, help="random seed, for repeatable candidates")
 
     plot = commands.add_parser("plot", help="figures of RoPE (needs matplotlib: pip install 'hf_roformer[plot]')")
     plot.add_argument("figure", choices=["decay", "methods"], help="long-term decay bound, or scaling methods")
@@ -68,6 +103,10 @@ def main(argv: list[str] | None = None) -> None:
         from .conversion.cli import run_convert
 
         run_convert(args)
+    elif args.command == "similar":
+        from .similar_sentences import run_similar
+
+        run_similar(args)
     elif args.command == "plot":
         from . import plots
 

@@ -56,6 +56,7 @@ from .rotary_hf_roformer import (
     per_query_rotary_attention,
     rotate_interleaved,
 )
+from .sentence_transformers_hf_roformer import write_sentence_transformers_files
 
 
 logger = logging.get_logger(__name__)
@@ -519,6 +520,7 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
         result = super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True) and Path(save_directory).is_dir():
             add_card_metadata(save_directory, self.card_metadata(), type(self).__name__)
+            write_sentence_transformers_files(save_directory, self.config)
         return result
 
     def card_metadata(self) -> dict:

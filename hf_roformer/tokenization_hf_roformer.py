@@ -17,11 +17,13 @@ Hub-bound: copied next to saved tokenizers; imports only `transformers`, its `to
 
 import contextlib
 import os
+import re
 import unicodedata
 
 from tokenizers import (
     NormalizedString,
     PreTokenizedString,
+    Regex,
     Tokenizer,
     decoders,
     normalizers,
@@ -102,9 +104,33 @@ def is_punctuation(character: str) -> bool:
     )
 
 
+# The ranges of `is_cjk_character` and the characters of `is_punctuation` as a regex class of `tokenizers` (Oniguruma).
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+ALONE_PATTERN = (
+    r"[\x{21}-\x{2F}\x{3A}-\x{40}\x{5B}-\x{60}\x{7B}-\x{7E}\p{P}"
+    + "".join(rf"\x{{{low:X}}}-\x{{{high:X}}}" for low, high in CJK_RANGES)
+    + "]"
+)
+# Separators: the original's spaces, and the line/paragraph separators its final `str.split()` also splits on.
+WHITESPACE_PATTERN = r"[ \t\n\r\p{Zs}\x{2028}\x{2029}]+"
+DROPPED_PATTERN = r"[\x{0}\x{FFFD}[\p{Cc}\p{Cf}&&[^\t\n\r]]]"
+# Python's `str.lower` writes a capital sigma that ends a word as final sigma; `tokenizers` lowercases per character.
+FINAL_SIGMA_PATTERN = r"(?<=\p{Cased}\p{Case_Ignorable}*)\x{3A3}(?!\p{Case_Ignorable}*\p{Cased})"
+
+
 def is_whitespace(character: str) -> bool:
-    """Space, tab, newline, carriage return and Unicode space separators."""
-    return character in " \t\n\r" or unicodedata.category(character) == "Zs"
+    """Space, tab, newline, carriage return, Unicode space separators (Zs), and the line and paragraph separators
+    (the original's final `str.split()` splits on them)."""
+    return character in " \t\n\r\u2028\u2029" or unicodedata.category(character) == "Zs"
 
 
 def is_dropped(character: str) -> bool:
@@ -204,6 +230,37 @@ def is_word_level_vocab(vocab: dict[str, int]) -> bool:
     return any(len(token) > 1 and all(is_cjk_character(character) for character in token) for token in vocab)
 
 
+def original_normalizer(
+    do_lower_case: bool, nfkc_normalize: bool = False, drop_control_characters: bool = True
+) -> normalizers.Normalizer:
+    """bert4keras' text normalization as `tokenizers` steps: with `do_lower_case`, Python's `str.lower` (final sigma
+    included), NFD and removal of non-spacing marks (category Mn only); then NUL, U+FFFD and control/format characters
+    other than tab, newline and carriage return are dropped (the word level drops them after segmenting, as the
+    original does). `nfkc_normalize` adds NFKC first (not in the original)."""
+    steps = [normalizers.NFKC()] if nfkc_normalize else []
+    if do_lower_case:
+        steps += [
+            normalizers.Replace(Regex(FINAL_SIGMA_PATTERN), "\u03c2"),
+            normalizers.Lowercase(),
+            normalizers.NFD(),
+            normalizers.Replace(Regex(r"\p{Mn}"), ""),
+        ]
+    if drop_control_characters:
+        steps.append(normalizers.Replace(Regex(DROPPED_PATTERN), ""))
+    return normalizers.Sequence(steps)
+
+
+def original_basic_pre_tokenizer() -> pre_tokenizers.PreTokenizer:
+    """bert4keras' basic split as `tokenizers` steps: whitespace (space, tab, newline, carriage return, Zs) separates
+    words; punctuation and CJK characters stand alone."""
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(WHITESPACE_PATTERN), behavior="removed"),
+            pre_tokenizers.Split(Regex(ALONE_PATTERN), behavior="isolated"),
+        ]
+    )
+
+
 def build_backend(
     vocab: dict[str, int],
     word_level: bool,
@@ -212,21 +269,77 @@ def build_backend(
     unk_token: str,
     nfkc_normalize: bool = False,
 ):
-    """The `tokenizers` pipeline: normalizer, pre-tokenizer, WordPiece model and decoder (post-processor set later)."""
+    """The `tokenizers` pipeline: normalizer, pre-tokenizer, WordPiece model and decoder (post-processor set later).
+    Every step but the jieba one is a built-in step, so a char-level pipeline saves to `tokenizer.json`."""
     backend = Tokenizer(WordPiece(vocab, unk_token=unk_token, max_input_chars_per_word=MAX_WORD_CHARS))
-    width = [normalizers.NFKC()] if nfkc_normalize else []
+    backend.normalizer = original_normalizer(do_lower_case, nfkc_normalize, drop_control_characters=not word_level)
     if word_level:
-        steps = [normalizers.Lowercase(), normalizers.NFD(), normalizers.StripAccents()] if do_lower_case else []
-        backend.normalizer = normalizers.Sequence(width + steps)
         backend.pre_tokenizer = pre_tokenizers.PreTokenizer.custom(JiebaWordPreTokenizer(vocab, segmenter))
     else:
-        bert = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case
-        )
-        backend.normalizer = normalizers.Sequence([*width, bert])
-        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend.pre_tokenizer = original_basic_pre_tokenizer()
     backend.decoder = decoders.WordPiece(prefix="##")
     return backend
+
+
+# Decoding as the original (bert4keras' `Tokenizer.decode`): CJK characters and words join without spaces, Latin words
+# and numbers keep a space between them, no space after CJK punctuation, opening brackets and `+-/=`.
+CJK_PUNCTUATION = (
+    "\uff02\uff03\uff04\uff05\uff06\uff07\uff08\uff09\uff0a\uff0b\uff0c\uff0d\uff0f\uff1a\uff1b\uff1c\uff1d\uff1e"
+    "\uff20\uff3b\uff3c\uff3d\uff3e\uff3f\uff40\uff5b\uff5c\uff5d\uff5e\uff5f\uff60\uff62\uff63\uff64\u3000\u3001"
+    "\u3003\u3008\u3009\u300a\u300b\u300c\u300d\u300e\u300f\u3010\u3011\u3014\u3015\u3016\u3017\u3018\u3019\u301a"
+    "\u301b\u301c\u301d\u301e\u301f\u3030\u303e\u303f\u2013\u2014\u2018\u2019\u201b\u201c\u201d\u201e\u201f\u2026"
+    "\u2027\ufe4f\ufe51\ufe54\u00b7\uff01\uff1f\uff61\u3002"
+)
+SPACES = re.compile(" +")
+SPACE_IN_CONTRACTION = re.compile("' (re|m|s|t|ve|d|ll) ")
+SPACE_AFTER_OPENING = re.compile("([" + re.escape(CJK_PUNCTUATION + "+-/={(<[") + "]) ")
+SPACE_IN_DECIMAL = re.compile(r"(\d\.) (\d)")
+
+
+def is_bracketed(token: str) -> bool:
+    """Tokens the original treats as special when decoding: `[...]` (`[CLS]`, `[unused1]`, ...)."""
+    return token[:1] == "[" and token[-1:] == "]"
+
+
+def join_tokens(tokens: list[str]) -> str:
+    """Text of word pieces by the original's rules: `##` pieces attach to the previous piece; CJK characters, and any
+    token after a CJK character, attach without a space; a punctuation character is followed by a space; other tokens
+    are preceded by one. Then runs of spaces collapse, and the spaces in `' s`, after CJK punctuation and opening
+    brackets, and in `3. 5` are removed."""
+    parts, last = [], ""
+    for index, token in enumerate(tokens):
+        if token.startswith("##"):
+            piece = token[2:]
+        elif len(token) == 1 and is_cjk_character(token):
+            piece = token
+        elif len(token) == 1 and is_punctuation(token):
+            piece = token + " "
+        elif index > 0 and last and is_cjk_character(last):
+            piece = token
+        else:
+            piece = " " + token
+        parts.append(piece)
+        last = piece[-1:] or last
+    text = SPACES.sub(" ", "".join(parts))
+    text = SPACE_IN_CONTRACTION.sub(r"'\1 ", text)
+    text = SPACE_AFTER_OPENING.sub(r"\1", text)
+    text = SPACE_IN_DECIMAL.sub(r"\1\2", text)
+    return text.strip()
+
+
+def decode_tokens(tokens: list[str], special_tokens, skip_special_tokens: bool) -> str:
+    """Decode as the original: text runs joined by `join_tokens`. Special and `[...]` tokens are dropped with
+    `skip_special_tokens` (the original always drops them); otherwise each stands apart, separated by spaces."""
+    parts, run = [], []
+    for token in tokens:
+        if token in special_tokens or is_bracketed(token):
+            if not skip_special_tokens:
+                parts += [join_tokens(run), token]
+                run = []
+        else:
+            run.append(token)
+    parts.append(join_tokens(run))
+    return " ".join(part for part in parts if part)
 
 
 class HfRoFormerTokenizer(TokenizersBackend):
@@ -242,6 +355,9 @@ class HfRoFormerTokenizer(TokenizersBackend):
             holds multi-character Chinese words only for word-level checkpoints.
         segmenter: "jieba" (the original, default) or "rjieba" (faster Rust port; see the README for where it
             differs).
+        end_with_sep: End an encoded text with `[SEP]` (`[CLS] text [SEP]`, pairs `[CLS] A [SEP] B [SEP]`). False
+            for a language model that continues the text (RoFormer-GPT): `[CLS] text` and `[CLS] A [SEP] B`, as the
+            original prompts it (`tokenizer.encode(text)[0][:-1]`).
 
     Example:
 
@@ -266,6 +382,7 @@ class HfRoFormerTokenizer(TokenizersBackend):
         nfkc_normalize: bool = False,
         word_level: bool | None = None,
         segmenter: str = "jieba",
+        end_with_sep: bool = True,
         unk_token: str = "[UNK]",
         sep_token: str = "[SEP]",
         pad_token: str = "[PAD]",
@@ -299,6 +416,7 @@ class HfRoFormerTokenizer(TokenizersBackend):
         self.nfkc_normalize = nfkc_normalize
         self.word_level = word_level
         self.segmenter = segmenter
+        self.end_with_sep = end_with_sep
         self._tokenizer = build_backend(vocab, word_level, do_lower_case, segmenter, str(unk_token), nfkc_normalize)
         super().__init__(
             vocab_file=vocab_file,
@@ -306,6 +424,7 @@ class HfRoFormerTokenizer(TokenizersBackend):
             nfkc_normalize=nfkc_normalize,
             word_level=word_level,
             segmenter=segmenter,
+            end_with_sep=end_with_sep,
             unk_token=unk_token,
             sep_token=sep_token,
             pad_token=pad_token,
@@ -315,8 +434,8 @@ class HfRoFormerTokenizer(TokenizersBackend):
         )
         cls, sep = str(self.cls_token), str(self.sep_token)
         self._tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{cls}:0 $A:0 {sep}:0",
-            pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+            single=f"{cls}:0 $A:0" + (f" {sep}:0" if end_with_sep else ""),
+            pair=f"{cls}:0 $A:0 {sep}:0 $B:1" + (f" {sep}:1" if end_with_sep else ""),
             special_tokens=[(cls, self.cls_token_id), (sep, self.sep_token_id)],
         )
 
@@ -346,6 +465,16 @@ class HfRoFormerTokenizer(TokenizersBackend):
     def _encode_plus(self, text, text_pair=None, **kwargs) -> BatchEncoding:
         """Encode as `TokenizersBackend` does, except that pairs truncated longest-first are cut as the original
         (bert4keras) cuts them, and that word-level batches run on one thread."""
+        batched = isinstance(text, (list, tuple)) and not (
+            kwargs.get("is_split_into_words") and text and isinstance(text[0], str)
+        )
+        if not batched and text_pair is not None and len(text_pair) == 0:
+            # An empty second text is still a pair ([CLS] A [SEP] [SEP], as the original encodes it); transformers
+            # drops a falsy `text_pair` of a single input, so encode it as a batch of one.
+            encoded = self._encode_plus([text], [text_pair], **kwargs)
+            if kwargs.get("return_tensors") is not None or kwargs.get("return_overflowing_tokens"):
+                return encoded
+            return BatchEncoding({key: value[0] for key, value in encoded.items()}, encoded.encodings)
         with sequential_encoding() if self.word_level else contextlib.nullcontext():
             if not self._uses_original_pair_truncation(text_pair, kwargs):
                 return super()._encode_plus(text, text_pair, **kwargs)
@@ -421,6 +550,33 @@ class HfRoFormerTokenizer(TokenizersBackend):
                 pad_type_id=self.pad_token_type_id,
                 pad_token=str(self.pad_token),
             )
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        """Join tokens into text as the original decodes (no spaces between CJK characters)."""
+        return decode_tokens(tokens, set(self.all_special_tokens), skip_special_tokens=False)
+
+    def _decode(
+        self,
+        token_ids,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs,
+    ) -> str:
+        """Ids to text as the original (bert4keras' `Tokenizer.decode`) writes it: CJK characters and words without
+        spaces between them, Latin words and numbers separated by a space. With `skip_special_tokens=True` the result
+        equals the original's; without, special tokens are kept and set apart by spaces."""
+        kwargs.pop("use_source_tokenizer", None)
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]
+        if isinstance(token_ids, dict):
+            token_ids = token_ids["input_ids"]
+        tokens = [token for token in map(self._tokenizer.id_to_token, token_ids) if token is not None]
+        text = decode_tokens(tokens, set(self.all_special_tokens), skip_special_tokens)
+        if clean_up_tokenization_spaces is None:
+            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
+        if clean_up_tokenization_spaces:
+            text = self.clean_up_tokenization(text)
+        return text
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str]:
         """Write `vocab.txt` (tokens in id order) from the tokenizer's own vocabulary."""

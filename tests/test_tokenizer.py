@@ -161,24 +161,135 @@ def test_offsets_point_at_the_original_characters(tokenizer, golden):
     assert checked > 20000
 
 
-def test_char_level_equals_bert_tokenizer_fast(golden, tmp_path):
-    """Without jieba the tokenizer is BERT's: identical to `BertTokenizerFast(do_lower_case=True)` on the corpus."""
-    vocab = [token for token in (FIXTURES / "word_vocab.txt").read_text(encoding="utf-8").splitlines()]
-    chars = [token for token in vocab if len(token.removeprefix("##")) == 1 or token.startswith("[")]
-    (tmp_path / "vocab.txt").write_text("\n".join(chars) + "\n", encoding="utf-8")
-    ours = HfRoFormerTokenizer.from_pretrained(tmp_path)
-    assert ours.word_level is False
-    bert = transformers.BertTokenizerFast.from_pretrained(tmp_path, do_lower_case=True)
-    texts = [record["text"] for record in golden["singles"]]
-    assert ours(texts)["input_ids"] == bert(texts)["input_ids"]
-    pairs = [(record["text"], record["text2"]) for record in golden["pairs"][:300]]
-    assert ours(pairs)["token_type_ids"] == bert(pairs)["token_type_ids"]
-    ours.save_pretrained(tmp_path / "saved")
-    assert (tmp_path / "saved" / "tokenizer.json").exists()
+@pytest.fixture(scope="module")
+def more_golden(golden):
+    """The char-level and decoding golden (`make_decode_and_char_golden.py`), texts resolved from the corpus."""
+    with gzip.open(FIXTURES / "decode_and_char_golden.json.gz", "rt", encoding="utf-8") as handle:
+        data = json.load(handle)
+    lines = corpus_lines()
+    for record in data["char"]["singles"] + data["char"]["pairs"]:
+        record["text"] = lines[record["line"]] if "line" in record else record["text"]
+        if "text2" in record or "line2" in record:
+            record["text2"] = lines[record["line2"]] if "line2" in record else record["text2"]
+    chosen = [line for line in lines if line][: data["long_text_lines"]]
+    data["long_text"] = "\n".join(chosen)
+    word_ids = {record["line"]: record["ids"] for record in golden["singles"] if "line" in record}
+    char_ids = {record["line"]: record["ids"] for record in data["char"]["singles"] if "line" in record}
+    for record in data["decode"]:
+        if "line" in record:
+            record["ids"] = (word_ids if record["vocab"] == "word" else char_ids)[record["line"]]
+    return data
+
+
+@pytest.fixture(scope="module")
+def char_tokenizer(tmp_path_factory):
+    """The char-level tokenizer as the converter builds it: from a directory holding only `vocab.txt`."""
+    directory = tmp_path_factory.mktemp("char_vocab")
+    shutil.copy(FIXTURES / "char_vocab.txt", directory / "vocab.txt")
+    return HfRoFormerTokenizer.from_pretrained(directory)
+
+
+def assert_pairs_match(tokenizer, records):
+    """Ids and segment ids of pairs, truncated to `maxlen` where the record has one, equal the original's."""
+    for record in records:
+        options = {"truncation": True, "max_length": record["maxlen"]} if "maxlen" in record else {}
+        pair = tokenizer(record["text"], record["text2"], **options)
+        assert pair["input_ids"] == record["ids"], (record["text"][:30], record["text2"][:30], options)
+        assert pair["token_type_ids"] == record["segments"], (record["text"][:30], record["text2"][:30], options)
+
+
+def test_char_level_equals_the_original_on_every_golden_text(char_tokenizer, more_golden):
+    """The char-level checkpoints' tokenizer (bert4keras `Tokenizer` without a segmenter), from vocab.txt alone."""
+    import hashlib
+
+    assert hashlib.sha256((FIXTURES / "char_vocab.txt").read_bytes()).hexdigest() == more_golden["char_vocab_sha256"]
+    assert char_tokenizer.word_level is False
+    singles = more_golden["char"]["singles"]
+    encoded = char_tokenizer([record["text"] for record in singles])
+    for index, record in enumerate(singles):
+        assert encoded["input_ids"][index] == record["ids"], record["text"][:50]
+        assert encoded["token_type_ids"][index] == [0] * len(record["ids"])
+    assert_pairs_match(char_tokenizer, more_golden["char"]["pairs"])
+    assert char_tokenizer(more_golden["long_text"])["input_ids"] == more_golden["char"]["long_text"]
+
+
+def test_word_level_equals_the_original_on_more_edge_cases_and_a_long_text(tokenizer, more_golden):
+    """Greek final sigma, spacing marks (Mc) that are not stripped, Hangul, private use, controls that are dropped
+    and separators that are not, and 200 lines as one text."""
+    for record in more_golden["word"]["singles"]:
+        assert tokenizer(record["text"])["input_ids"] == record["ids"], record["text"]
+    assert tokenizer(more_golden["long_text"])["input_ids"] == more_golden["word"]["long_text"]
+
+
+def test_char_level_saves_a_tokenizer_json_that_tokenizes_alone(char_tokenizer, more_golden, tmp_path):
+    """Every char-level step is a built-in `tokenizers` step: `tokenizer.json` alone reproduces the original."""
+    char_tokenizer.save_pretrained(tmp_path)
+    assert (tmp_path / "tokenizer.json").exists()
+    texts = [record["text"] for record in more_golden["char"]["singles"]]
+    expected = [record["ids"] for record in more_golden["char"]["singles"]]
+    alone = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
+    assert alone(texts)["input_ids"] == expected
+    reloaded = HfRoFormerTokenizer.from_pretrained(tmp_path)
+    assert type(reloaded) is HfRoFormerTokenizer and not reloaded.word_level
+    assert reloaded(texts)["input_ids"] == expected
+
+
+@pytest.mark.parametrize("vocab", ["word", "char"])
+def test_decode_equals_the_original(vocab, tokenizer, char_tokenizer, more_golden):
+    """Decoding of the corpus, of mixed Chinese, Latin words and digits, and of hand-made token sequences equals the
+    original's `Tokenizer.decode`: no spaces between CJK characters, spaces between Latin words."""
+    ours = tokenizer if vocab == "word" else char_tokenizer
+    records = [record for record in more_golden["decode"] if record["vocab"] == vocab]
+    assert len(records) > 1000
+    for record in records:
+        if "tokens" in record:
+            assert ours.convert_tokens_to_ids(record["tokens"]) == record["ids"]
+        assert ours.decode(record["ids"], skip_special_tokens=True) == record["text"], record.get("source")
+    mixed = {record["source"]: record["text"] for record in records if "source" in record}
     assert (
-        HfRoFormerTokenizer.from_pretrained(tmp_path / "saved")(texts[:50])["input_ids"]
-        == bert(texts[:50])["input_ids"]
+        mixed["iPhone 12 Pro的价格是5999元，比iPhone 11贵了100元。"]
+        == "iphone 12 pro的价格是5999元，比iphone 11贵了100元。"
     )
+    assert mixed["圆周率约为3.14159，e约为2.718。"] == "圆周率约为3.14159，e约为2.718。"
+
+
+def test_decode_keeps_special_tokens_apart_unless_skipped(char_tokenizer):
+    ids = char_tokenizer(["今天很好", "hello world"], ["明天 model", ""])["input_ids"]
+    assert char_tokenizer.decode(ids[0]) == "[CLS] 今天很好 [SEP] 明天model [SEP]"
+    assert char_tokenizer.decode(ids[0], skip_special_tokens=True) == "今天很好明天model"
+    assert char_tokenizer.decode(ids[1]) == "[CLS] hello world [SEP] [SEP]"
+    assert char_tokenizer.batch_decode(ids, skip_special_tokens=True) == ["今天很好明天model", "hello world"]
+    assert char_tokenizer.convert_tokens_to_string(["今", "天", "hello", "##s", "[MASK]"]) == "今天hellos [MASK]"
+
+
+def test_generation_and_pipelines_decode_without_spaces(char_tokenizer, tmp_path):
+    """`generate` + `batch_decode`, the text-generation and fill-mask pipelines write Chinese without spaces."""
+    from conftest import tiny_config
+
+    import hf_roformer
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    config = tiny_config(vocab_size=len(char_tokenizer), is_decoder=True)
+    hf_roformer.HfRoFormerForCausalLM(config).eval().save_pretrained(tmp_path / "gpt")
+    char_tokenizer.save_pretrained(tmp_path / "gpt")
+    generator = transformers.pipeline("text-generation", model=str(tmp_path / "gpt"))
+    prompt = char_tokenizer("今天天气", return_tensors="pt", add_special_tokens=False)
+    output = generator.model.generate(**prompt, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    expected = char_tokenizer.decode(output[0], skip_special_tokens=True)
+    assert " " not in expected.replace("[UNK]", "")  # the tiny model writes CJK characters: no space between them
+    result = generator("今天天气", max_new_tokens=8, do_sample=False, add_special_tokens=False)
+    assert result[0]["generated_text"] == expected
+    hf_roformer.HfRoFormerForMaskedLM(tiny_config(vocab_size=len(char_tokenizer))).save_pretrained(tmp_path / "mlm")
+    char_tokenizer.save_pretrained(tmp_path / "mlm")
+    answers = transformers.pipeline("fill-mask", model=str(tmp_path / "mlm"))("今天[MASK]气很好", top_k=3)
+    ids = char_tokenizer("今天[MASK]气很好")["input_ids"]
+    position = ids.index(char_tokenizer.mask_token_id)
+    for answer in answers:
+        filled = ids[:position] + [answer["token"]] + ids[position + 1 :]
+        assert answer["sequence"] == char_tokenizer.decode(filled, skip_special_tokens=True)
+        if len(answer["token_str"]) == 1 and "\u4e00" <= answer["token_str"] <= "\u9fff":
+            assert answer["sequence"] == "今天" + answer["token_str"] + "气很好"
 
 
 def test_padding_and_tensors_with_original_truncation(tokenizer):

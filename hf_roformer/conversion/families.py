@@ -154,3 +154,43 @@ TRAINING_STATE_NAMES = ("global_step", "bad_steps", "good_steps", "loss_scale", 
 def is_training_state(name: str) -> bool:
     """Whether a checkpoint variable is optimizer or loop state rather than a model weight."""
     return name in TRAINING_STATE_NAMES or name.endswith(TRAINING_STATE_SUFFIXES)
+
+
+# Every family but RoFormer-V2 stores the same variables (BERT's layout); V2 has no norm or bias variables.
+SAME_LAYOUT_FAMILIES = ("v1", "gpt", "sim")
+
+
+def has_norm_or_bias_variables(names) -> bool:
+    """Whether checkpoint variables include layer-norm parameters or biases (every family but RoFormer-V2)."""
+    return any(name.endswith(("/gamma", "/beta", "/bias", "output_bias")) for name in names)
+
+
+def decide_family(requested: str, names, directory_name: str) -> tuple[str, str]:
+    """The family of a checkpoint and how it was decided, as `(family, how)`.
+
+    RoFormer-V2 is told by its variables. v1, GPT and Sim hold the same variables (a v1 trained with the causal or
+    UniLM mask), so for them `requested="auto"` accepts only the name of a released directory (as its zip unpacks)
+    and otherwise raises a `ValueError` asking for the family: converting a Sim checkpoint as v1 would silently drop
+    its UniLM mask and linear pooler. An explicit family must fit the variables.
+    """
+    candidates = SAME_LAYOUT_FAMILIES if has_norm_or_bias_variables(names) else ("v2",)
+    layout = "norm and bias variables (BERT's layout)" if candidates != ("v2",) else "no norm or bias variables"
+    if requested != "auto":
+        if requested not in FAMILIES:
+            raise ValueError(f"unknown family {requested!r}; use one of {FAMILIES}")
+        if requested not in candidates:
+            raise ValueError(
+                f"--family {requested} does not fit the checkpoint: its variables ({layout}) are those of "
+                f"{' / '.join(candidates)}"
+            )
+        return requested, f"--family {requested}"
+    if candidates == ("v2",):
+        return "v2", "its variables: no norm or bias variables (RoFormer-V2)"
+    release = next((checkpoint for checkpoint in RELEASED if checkpoint.file == directory_name), None)
+    if release is not None:
+        return release.family, f"the directory name: the release {release.file}"
+    raise ValueError(
+        f"cannot tell the family of {directory_name!r}: v1, GPT and Sim checkpoints hold the same variables and the "
+        "directory is not named after a release; pass --family v1 (masked LM), --family gpt (causal LM) or "
+        "--family sim (RoFormer-Sim: UniLM mask, linear pooler)"
+    )

@@ -23,10 +23,14 @@ USAGE_NOTES = {
     "or token classification, QA, multiple choice) with `AutoModelFor...`.",
     "v2": 'Fill masks with `pipeline("fill-mask", model=model, tokenizer=tokenizer)`; fine-tune any head with '
     "`AutoModelFor...`.",
-    "gpt": 'Generate with `model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=50)`.',
-    "sim": "Similarity: encode each sentence with `AutoModel` and compare the cosine of `pooler_output`. "
-    "Paraphrases: `AutoModelForCausalLM` generates the target segment after `[CLS] text [SEP]` (generated tokens "
-    "are segment 1, under the UniLM mask).",
+    "gpt": 'Generate with `pipeline("text-generation", model=model, tokenizer=tokenizer)`, or '
+    '`model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=50)`.',
+    "sim": "Sentence vectors and similarity as the original computes them (the [CLS] state through the linear pooler, "
+    "compared by cosine): `SentenceTransformer(path)` with `hf_roformer` imported, then `model.encode(texts)` and "
+    "`model.similarity(a, b)`. Similar sentences as the original's `gen_synonyms`: "
+    "`hf_roformer.similar_sentences.generate_similar(model, tokenizer, text, n=20)` or "
+    '`hf-roformer similar "text" -n 20 --model_name_or_path PATH` (the target segment is generated after '
+    "`[CLS] text [SEP]` under the UniLM mask, then ranked by similarity to the source).",
 }
 
 
@@ -49,19 +53,33 @@ def render_card(
         license="apache-2.0",
         library_name="transformers",
         pipeline_tag=PIPELINE[family],
-        tags=["roformer", "hf_roformer", "rotary-position-embedding", f"roformer-{family}"],
+        tags=["roformer", "hf_roformer", "rotary-position-embedding", f"roformer-{family}"]
+        + (["sentence-transformers"] if family == "sim" else []),
     )
     if report is None:
         hashes = (
             "  - not yet converted here: the hashes of the released files are recorded when `hf-roformer convert` runs"
         )
         fidelity = "recorded when `hf-roformer convert` runs (weights round trip and reload through AutoModel)."
+        family_decided_by = f"the directory name: the release {checkpoint.file}"
+        checksums = "verified when `hf-roformer convert` runs (CRC-32C of every tensor and index block)."
+        norms = "1e-12 in every norm, as in the release-time bert4keras that trained the checkpoint."
     else:
         hashes = "\n".join(f"  - `{name}`: `{digest}`" for name, digest in report.source_sha256.items())
         fidelity = (
             f"{report.converted_tensors} tensors; saved weights vs source max |diff| "
             f"{report.weights_max_abs_diff:.1e}; reloaded through AutoModel vs converted model max |diff| "
             f"{report.reload_max_abs_diff:.1e}."
+        )
+        family_decided_by = report.family_decided_by
+        verified = report.verified_checksums
+        checksums = (
+            f"the CRC-32C of {verified['tensors']} tensors and {verified['index_blocks']} index blocks matched."
+            if verified
+            else "not applicable (a transformers-format source carries no checksums)."
+        )
+        norms = f"embedding and encoder norms {report.layer_norm_eps:g}" + (
+            f", MLM head norm {report.lm_head_layer_norm_eps:g}." if report.lm_head_layer_norm_eps is not None else "."
         )
     return ModelCard.from_template(
         data,
@@ -70,6 +88,10 @@ def render_card(
         description=checkpoint.description,
         source=checkpoint.file,
         family_text=FAMILY_TEXT[family],
+        family=family,
+        family_decided_by=family_decided_by,
+        checksums=checksums,
+        norms=norms,
         layers=checkpoint.layers,
         hidden=checkpoint.hidden,
         heads=checkpoint.heads,
@@ -93,7 +115,10 @@ def released_checkpoint(name: str) -> ReleasedCheckpoint | None:
 
 def card_for_conversion(report: ConversionReport, config) -> ModelCard:
     """Card of a just-converted directory: the release it comes from, or one described from its config."""
-    checkpoint = released_checkpoint(report.source) or ReleasedCheckpoint(
+    checkpoint = released_checkpoint(report.source)
+    if checkpoint is not None and checkpoint.family != report.family:  # a release converted as another family
+        checkpoint = None
+    checkpoint = checkpoint or ReleasedCheckpoint(
         report.source,
         report.family,
         config.num_hidden_layers,

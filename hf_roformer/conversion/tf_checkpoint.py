@@ -1,21 +1,27 @@
 """Read TensorFlow 1 name-based checkpoints (`model.ckpt.index` + `model.ckpt.data-00000-of-00001`) without TensorFlow.
 
 The `.index` file is a LevelDB-style sorted table: data blocks of prefix-compressed `key -> value` entries, an index
-block pointing at them, and a 48-byte footer ending in a magic number. Its first key, "", holds a `BundleHeaderProto`;
-every other key is a tensor name whose value is a `BundleEntryProto` (dtype, shape, shard, offset, size). Tensors are
-raw little-endian bytes in the data shards.
+block pointing at them, a metaindex block, and a 48-byte footer ending in a magic number. Every block is followed by a
+type byte and the masked CRC-32C of its contents and type. Its first key, "", holds a `BundleHeaderProto`; every other
+key is a tensor name whose value is a `BundleEntryProto` (dtype, shape, shard, offset, size, masked CRC-32C of the
+tensor's bytes). Tensors are raw little-endian bytes in the data shards.
 
 Written by hand because the only library that reads the format is TensorFlow itself. The reader trusts nothing: every
-length, offset and count is checked against the file before use, and any malformation raises `CheckpointError` naming
-the file.
+length, offset and count is checked against the file before use, the blocks must tile the index file, every block's
+checksum is verified when the index is opened and every tensor's checksum when it is read, and any malformation or
+mismatch raises `CheckpointError` naming the file (and the tensor).
 """
 
+import mmap
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from .crc32c import masked_crc32c
 
 
 TABLE_MAGIC = 0xDB4775248B80FB57
@@ -43,13 +49,14 @@ class CheckpointError(ValueError):
 
 @dataclass(frozen=True)
 class TensorEntry:
-    """Where one tensor lives: dtype enum, shape, shard, byte offset and byte size."""
+    """Where one tensor lives: dtype enum, shape, shard, byte offset, byte size and masked CRC-32C of its bytes."""
 
     dtype: int
     shape: tuple[int, ...]
     shard: int
     offset: int
     size: int
+    crc32c: int
 
 
 class _Buffer:
@@ -87,9 +94,12 @@ def _parse_block_handle(buffer: _Buffer) -> tuple[int, int]:
 
 
 def _read_block(data: bytes, offset: int, size: int, source: str) -> bytes:
-    """The contents of one table block, after checking its bounds and compression type."""
+    """The contents of one table block, after checking its bounds, its checksum and its compression type."""
     if offset < 0 or size < 0 or offset + size + BLOCK_TRAILER_LENGTH > len(data):
         raise CheckpointError(f"{source}: a block handle points outside the file (offset {offset}, size {size})")
+    (stored,) = struct.unpack_from("<I", data, offset + size + 1)
+    if masked_crc32c(data[offset : offset + size + 1]) != stored:
+        raise CheckpointError(f"{source}: the block at byte {offset} fails its checksum: the file is corrupt")
     compression = data[offset + size]
     if compression != 0:
         raise CheckpointError(f"{source}: compressed blocks (type {compression}) are not supported")
@@ -158,6 +168,7 @@ def _parse_shape(payload: bytes, source: str) -> tuple[int, ...]:
 
 def _parse_entry(name: str, payload: bytes, source: str) -> TensorEntry:
     dtype = shard = offset = size = 0
+    crc = None
     shape: tuple[int, ...] = ()
     for number, wire_type, value in _message_fields(payload, source):
         if number == 1 and wire_type == 0:
@@ -170,20 +181,31 @@ def _parse_entry(name: str, payload: bytes, source: str) -> TensorEntry:
             offset = _signed64(value)
         elif number == 5 and wire_type == 0:
             size = _signed64(value)
+        elif number == 6 and wire_type == 5:
+            crc = value
         elif number == 7:
             raise CheckpointError(f"{source}: tensor {name!r} is stored in slices, which are not supported")
     if dtype not in DTYPES:
         raise CheckpointError(f"{source}: tensor {name!r} has an unsupported dtype (TensorFlow enum {dtype})")
     if offset < 0 or size < 0:
         raise CheckpointError(f"{source}: tensor {name!r} has a negative offset or size")
-    return TensorEntry(dtype, shape, shard, offset, size)
+    count = int(np.prod(shape, dtype=np.float64)) if shape else 1
+    if count * np.dtype(DTYPES[dtype]).itemsize != size:
+        raise CheckpointError(
+            f"{source}: tensor {name!r} of shape {shape} needs {count * np.dtype(DTYPES[dtype]).itemsize} bytes, "
+            f"the index says {size}"
+        )
+    if crc is None:
+        raise CheckpointError(f"{source}: tensor {name!r} has no checksum, so its bytes cannot be verified")
+    return TensorEntry(dtype, shape, shard, offset, size, crc)
 
 
 class TFCheckpoint:
-    """A TensorFlow 1 checkpoint read without TensorFlow: names, shapes and tensors.
+    """A TensorFlow 1 checkpoint read without TensorFlow: names, shapes and verified tensors.
 
     `prefix` is the checkpoint path as TensorFlow names it (`.../bert_model.ckpt`); a path to the `.index` file works
-    too.
+    too. Opening checks the whole index (structure, block checksums, that every tensor lies inside its data shard);
+    `read` checks each tensor's checksum. Data shards are memory-mapped, not loaded.
     """
 
     def __init__(self, prefix: str | Path):
@@ -202,13 +224,19 @@ class TFCheckpoint:
         (magic,) = struct.unpack_from("<Q", data, len(data) - 8)
         if magic != TABLE_MAGIC:
             raise CheckpointError(f"{source}: not a TensorFlow checkpoint index (wrong magic number)")
-        footer = _Buffer(data, source, len(data) - FOOTER_LENGTH, len(data) - 8)
-        _parse_block_handle(footer)  # metaindex, unused
-        index_offset, index_size = _parse_block_handle(footer)
+        footer_start = len(data) - FOOTER_LENGTH
+        footer = _Buffer(data, source, footer_start, len(data) - 8)
+        meta_handle = _parse_block_handle(footer)
+        index_handle = _parse_block_handle(footer)
+        if any(data[footer.position : len(data) - 8]):
+            raise CheckpointError(f"{source}: malformed footer (non-zero padding): the file is corrupt")
+        _read_block(data, *meta_handle, source)  # unused, but verified like every other block
         self.num_shards = 1
         self.entries: dict[str, TensorEntry] = {}
-        for _, handle in _block_entries(_read_block(data, index_offset, index_size, source), source):
+        handles = [meta_handle, index_handle]
+        for _, handle in _block_entries(_read_block(data, *index_handle, source), source):
             block_offset, block_size = _parse_block_handle(_Buffer(handle, source))
+            handles.append((block_offset, block_size))
             for key, value in _block_entries(_read_block(data, block_offset, block_size, source), source):
                 if key == b"":
                     self._read_header(value, source)
@@ -218,7 +246,21 @@ class TFCheckpoint:
                 except UnicodeDecodeError:
                     raise CheckpointError(f"{source}: a tensor name is not UTF-8") from None
                 self.entries[name] = _parse_entry(name, value, source)
-        self._shards: dict[int, bytes] = {}
+        self._check_blocks_tile(handles, footer_start, source)
+        self.index_blocks = len(handles)
+        self._shards: dict[int, tuple[memoryview | bytes, str]] = {}
+        self._check_shard_sizes()
+
+    @staticmethod
+    def _check_blocks_tile(handles: list[tuple[int, int]], footer_start: int, source: str) -> None:
+        """Every byte before the footer belongs to exactly one block (so every byte is under some checksum)."""
+        position = 0
+        for offset, size in sorted(handles):
+            if offset != position:
+                raise CheckpointError(f"{source}: the blocks do not tile the file (gap or overlap at byte {position})")
+            position = offset + size + BLOCK_TRAILER_LENGTH
+        if position != footer_start:
+            raise CheckpointError(f"{source}: the blocks do not tile the file (they end at byte {position})")
 
     def _read_header(self, payload: bytes, source: str) -> None:
         for number, wire_type, value in _message_fields(payload, source):
@@ -229,6 +271,29 @@ class TFCheckpoint:
         if not 1 <= self.num_shards <= 100000:
             raise CheckpointError(f"{source}: implausible shard count {self.num_shards}")
 
+    def shard_path(self, shard: int) -> str:
+        """Path of data shard `shard`."""
+        return f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}"
+
+    def _check_shard_sizes(self) -> None:
+        """Every tensor lies inside its data shard (checked from the file sizes, before anything is read)."""
+        sizes = {}
+        for name in self.names():
+            entry = self.entries[name]
+            if not 0 <= entry.shard < self.num_shards:
+                raise CheckpointError(f"{self.index_path}: shard {entry.shard} outside 0..{self.num_shards - 1}")
+            path = self.shard_path(entry.shard)
+            if entry.shard not in sizes:
+                try:
+                    sizes[entry.shard] = os.stat(path).st_size
+                except OSError as error:
+                    raise CheckpointError(f"{path}: cannot read ({error.strerror or error})") from None
+            if entry.offset + entry.size > sizes[entry.shard]:
+                raise CheckpointError(
+                    f"{path}: truncated (tensor {name!r} ends at byte {entry.offset + entry.size}, "
+                    f"the file has {sizes[entry.shard]})"
+                )
+
     def names(self) -> list[str]:
         """Tensor names, sorted."""
         return sorted(self.entries)
@@ -237,37 +302,45 @@ class TFCheckpoint:
         """Shape of a tensor."""
         return self._entry(name).shape
 
+    def nbytes(self, names=None) -> int:
+        """Bytes the tensors `names` (default: all) occupy."""
+        return sum(self._entry(name).size for name in (self.names() if names is None else names))
+
     def _entry(self, name: str) -> TensorEntry:
         if name not in self.entries:
             raise CheckpointError(f"{self.index_path}: no tensor named {name!r}")
         return self.entries[name]
 
-    def _shard(self, shard: int) -> tuple[bytes, str]:
-        path = f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}"
+    def _shard(self, shard: int) -> tuple[memoryview | bytes, str]:
+        path = self.shard_path(shard)
         if shard not in self._shards:
-            if not 0 <= shard < self.num_shards:
-                raise CheckpointError(f"{self.index_path}: shard {shard} outside 0..{self.num_shards - 1}")
             try:
-                self._shards[shard] = Path(path).read_bytes()
+                with open(path, "rb") as handle:
+                    size = os.fstat(handle.fileno()).st_size
+                    data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
             except OSError as error:
                 raise CheckpointError(f"{path}: cannot read ({error.strerror or error})") from None
-        return self._shards[shard], path
+            self._shards[shard] = (data, path)
+        return self._shards[shard]
 
     def read(self, name: str) -> torch.Tensor:
-        """The tensor `name`, as a torch tensor of its stored dtype."""
+        """The tensor `name`, as a torch tensor of its stored dtype, after checking its bytes against the index's
+        checksum."""
         entry = self._entry(name)
         dtype = np.dtype(DTYPES[entry.dtype])
         count = int(np.prod(entry.shape, dtype=np.float64)) if entry.shape else 1
-        if count * dtype.itemsize != entry.size:
-            raise CheckpointError(
-                f"{self.index_path}: tensor {name!r} of shape {entry.shape} needs {count * dtype.itemsize} bytes, "
-                f"the index says {entry.size}"
-            )
         data, path = self._shard(entry.shard)
         if entry.offset + entry.size > len(data):
             raise CheckpointError(f"{path}: truncated (tensor {name!r} ends at byte {entry.offset + entry.size})")
-        array = np.frombuffer(data, dtype=dtype.newbyteorder("<"), count=count, offset=entry.offset)
+        raw = memoryview(data)[entry.offset : entry.offset + entry.size]
+        if masked_crc32c(raw) != entry.crc32c:
+            raise CheckpointError(
+                f"{path}: tensor {name!r} fails its checksum (the bytes at {entry.offset}..{entry.offset + entry.size} "
+                "differ from what the index recorded): the file is corrupt"
+            )
+        array = np.frombuffer(raw, dtype=dtype.newbyteorder("<"), count=count)
         tensor = torch.from_numpy(array.astype(dtype.newbyteorder("="), copy=True).reshape(entry.shape))
+        del raw, array
         if entry.dtype == BFLOAT16:
             tensor = tensor.view(torch.bfloat16)
         return tensor
@@ -275,6 +348,22 @@ class TFCheckpoint:
     def read_all(self) -> dict[str, torch.Tensor]:
         """Every tensor, by name."""
         return {name: self.read(name) for name in self.names()}
+
+    def close(self) -> None:
+        """Unmap the data shards."""
+        for data, _ in self._shards.values():
+            if isinstance(data, mmap.mmap):
+                try:
+                    data.close()
+                except BufferError:  # a view is still referenced (e.g. by a traceback): unmapped when collected
+                    pass
+        self._shards.clear()
+
+    def __enter__(self) -> "TFCheckpoint":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 __all__ = ["CheckpointError", "TFCheckpoint", "TensorEntry"]

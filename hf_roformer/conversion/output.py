@@ -1,0 +1,154 @@
+"""Writing a converted checkpoint all or nothing: the files go to a staging directory beside the output, which is
+renamed into place only when complete.
+
+Staging directories are named `.<output name>.hf-roformer-staging-<pid>-<random>` (and the previous output, while
+`--force` replaces it, `.<output name>.hf-roformer-replaced-<pid>-<random>/previous`). A run that is killed leaves
+them behind; the next run for the same output removes those whose process is gone, and puts back a previous output
+that a killed replacement had moved aside. A full or read-only disk is reported as a `ConversionError` naming the
+output and the system's reason, with nothing written.
+"""
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import ConversionError
+
+
+logger = logging.getLogger(__name__)
+
+STAGING_MARK = "hf-roformer-staging"
+REPLACED_MARK = "hf-roformer-replaced"
+OS_ERROR_IN_MESSAGE = re.compile(r"os error (\d+)")  # how Rust libraries (safetensors, tokenizers) report OS errors
+
+
+def _marked_prefix(output_dir: Path, mark: str) -> str:
+    return f".{output_dir.name}.{mark}-"
+
+
+def _owner_pid(path: Path, prefix: str) -> int | None:
+    pid = path.name[len(prefix) :].split("-", 1)[0]
+    return int(pid) if pid.isdigit() else None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stale(output_dir: Path, mark: str) -> list[Path]:
+    prefix = _marked_prefix(output_dir, mark)
+    if not output_dir.parent.is_dir():
+        return []
+    stale = []
+    for path in output_dir.parent.iterdir():
+        if not path.name.startswith(prefix) or not path.is_dir():
+            continue
+        pid = _owner_pid(path, prefix)
+        if pid is not None and (pid == os.getpid() or not process_alive(pid)):
+            stale.append(path)
+    return sorted(stale)
+
+
+def clean_stale_staging(output_dir: str | Path) -> list[Path]:
+    """Remove the staging directories of interrupted conversions into `output_dir` (their process is gone), first
+    moving back a previous output that an interrupted `--force` run had set aside and not yet replaced. Returns the
+    paths removed."""
+    output_dir = Path(output_dir)
+    removed = []
+    for path in _stale(output_dir, REPLACED_MARK):
+        previous = path / "previous"
+        if previous.exists() and not output_dir.exists():
+            os.replace(previous, output_dir)
+            logger.warning("%s: restored the output an interrupted conversion had moved aside", output_dir)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    for path in _stale(output_dir, STAGING_MARK):
+        shutil.rmtree(path, ignore_errors=True)
+        logger.warning("removed %s, left by an interrupted conversion", path)
+        removed.append(path)
+    return removed
+
+
+def prepare_output(output_dir: str | Path, force: bool) -> Path:
+    """Check, before any work, that `output_dir` may be written: stale staging of interrupted runs is cleaned, and an
+    existing output is refused unless `force`."""
+    output_dir = Path(output_dir)
+    clean_stale_staging(output_dir)
+    if output_dir.exists() and not force:
+        raise FileExistsError(f"{output_dir} exists; pass --force to replace it")
+    return output_dir
+
+
+def check_free_space(output_dir: str | Path, needed_bytes: int) -> None:
+    """Refuse early when the disk that will hold `output_dir` has less than `needed_bytes` free."""
+    directory = Path(output_dir).absolute().parent
+    while not directory.exists():
+        directory = directory.parent
+    free = shutil.disk_usage(directory).free
+    if free < needed_bytes:
+        raise ConversionError(
+            f"{output_dir}: not enough disk space (the conversion needs about {needed_bytes / 1e6:.1f} MB, "
+            f"{free / 1e6:.1f} MB are free); nothing was written"
+        )
+
+
+def disk_error(error: BaseException) -> str | None:
+    """The system's reason when `error` is an operating-system failure (full disk, read-only file system, ...), as
+    Python or a Rust library (safetensors, tokenizers) reports it; None for any other error."""
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    match = OS_ERROR_IN_MESSAGE.search(str(error))
+    return os.strerror(int(match.group(1))) if match else None
+
+
+def _marked_directory(output_dir: Path, mark: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"{_marked_prefix(output_dir, mark)}{os.getpid()}-", dir=output_dir.parent))
+
+
+def write_atomically(output_dir: str | Path, force: bool, write: Callable[[Path], None]) -> None:
+    """Call `write(staging_dir)` and move the result to `output_dir`, replacing an existing output only when `force`.
+    On any failure the staging directory is removed and an existing output is left as it was."""
+    output_dir = prepare_output(output_dir, force)
+    try:
+        output_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = _marked_directory(output_dir, STAGING_MARK)
+    except OSError as error:
+        raise ConversionError(f"{output_dir}: cannot write ({error.strerror or error}); nothing was written") from None
+    try:
+        write(staging)
+        if output_dir.exists():
+            aside = _marked_directory(output_dir, REPLACED_MARK)
+            os.replace(output_dir, aside / "previous")
+            try:
+                os.replace(staging, output_dir)
+            except OSError:
+                os.replace(aside / "previous", output_dir)
+                raise
+            finally:
+                shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(staging, output_dir)
+    except Exception as error:
+        reason = disk_error(error)
+        if reason is None:
+            raise
+        raise ConversionError(
+            f"{output_dir}: cannot write the converted checkpoint ({reason}); nothing was written"
+        ) from error
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+__all__ = ["check_free_space", "clean_stale_staging", "disk_error", "prepare_output", "write_atomically"]
