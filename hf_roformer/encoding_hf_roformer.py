@@ -2,12 +2,14 @@
 
 The word-level step (jieba) cannot run inside the `tokenizers` pipeline cheaply: a Python pre-tokenizer costs a
 Rust/Python round trip per piece and slices the text once per piece (quadratic in the text length). So each text
-is normalized, segmented and cut into word pieces here, in one pass over whole texts: vocabulary words are looked up
-in a dict, other pieces go through the WordPiece model of `tokenizers` (memoized). The token lists then become
-`Encoding`s, and `tokenizers` does the rest (special tokens, truncation with overflow, padding).
+is normalized, segmented and cut into word pieces here, in one pass over whole texts: each segment's tokens are
+memoized, other pieces go through the WordPiece model of `tokenizers`. The model inputs are built from the token
+lists (`encode_columns`); the `Encoding`s behind `word_ids()` and friends are built from the same lists when read
+(`LazyEncodings`), through the `tokenizers` post-processor and padding. Calls that ask for overflowing tokens build
+the `Encoding`s and let `tokenizers` truncate them (`OverflowPipeline`).
 
-Truncation that returns no overflow is applied to the token lists, so a long text or pair builds only the
-`Encoding`s it keeps; pairs truncated longest-first follow the original's rule (`original_pair_lengths`).
+Truncation that returns no overflow is applied to the token lists, so a long text or pair builds only what it keeps;
+pairs truncated longest-first follow the original's rule (`original_pair_lengths`).
 
 Hub-bound: copied next to saved tokenizers; imports only the standard library, `tokenizers`, its siblings and
 (optionally) `jieba` or `rjieba`.
@@ -116,16 +118,15 @@ def check_encoding_state_format() -> None:
         )
 
 
-def encoding_from_tokens(lists: TokenLists, type_id: int = 0, start: int = 0, stop: int | None = None) -> Encoding:
-    """An `Encoding` of the tokens `start:stop` of `lists` without special tokens; `type_id` is 1 for the second
-    sequence of a pair, as `tokenizers` encodes it (its overflowing parts keep it)."""
-    ids, tokens = lists.ids[start:stop], lists.tokens[start:stop]
-    offsets = str(list(zip(lists.starts[start:stop], lists.ends[start:stop], strict=True))).translate(_TUPLES_AS_LISTS)
-    zeros = "[" + ",".join("0" * len(ids)) + "]"
-    ones = "[" + ",".join("1" * len(ids)) + "]"
+def encoding_from_tokens(lists: TokenLists, type_id: int = 0) -> Encoding:
+    """An `Encoding` of the tokens of `lists` without special tokens; `type_id` is 1 for the second sequence of a
+    pair, as `tokenizers` encodes it (its overflowing parts keep it)."""
+    offsets = str(list(zip(lists.starts, lists.ends, strict=True))).translate(_TUPLES_AS_LISTS)
+    zeros = "[" + ",".join("0" * len(lists)) + "]"
+    ones = "[" + ",".join("1" * len(lists)) + "]"
     state = (
-        f'{{"ids":{ids},"type_ids":{ones if type_id else zeros},"tokens":[{",".join(map(encode_basestring, tokens))}],'
-        f'"words":{lists.words[start:stop]},'
+        f'{{"ids":{lists.ids},"type_ids":{ones if type_id else zeros},'
+        f'"tokens":[{",".join(map(encode_basestring, lists.tokens))}],"words":{lists.words},'
         f'"offsets":{offsets},"special_tokens_mask":{zeros},"attention_mask":{ones},'
         '"overflowing":[],"sequence_ranges":{}}'
     )
@@ -278,7 +279,11 @@ class OriginalEncoder:
         try:
             units = list(chain.from_iterable(map(self.units.__getitem__, segments)))
         except KeyError:
-            for segment in set(segments).difference(self.units):
+            unseen = set(segments).difference(self.units)
+            if len(self.units) + len(unseen) > MEMO_LIMIT:  # start the memo again, keeping what this text needs
+                self.units.clear()
+                unseen = set(segments)
+            for segment in unseen:
                 self.learn_units(segment)
             units = list(chain.from_iterable(map(self.units.__getitem__, segments)))
         if not units:
@@ -303,8 +308,6 @@ class OriginalEncoder:
 
     def learn_units(self, segment: str) -> None:
         """Memoize the units of `segment` (see `add_segmented_text`)."""
-        if len(self.units) >= MEMO_LIMIT:
-            self.units.clear()
         token_id = self.vocab.get(segment)
         if token_id is not None:
             self.units[segment] = ((token_id, segment, len(segment), 1),)

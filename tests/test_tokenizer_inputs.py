@@ -255,3 +255,17 @@ def test_pre_tokenized_words_are_encoded_one_by_one(word):
         positions = [position for position, word_id in enumerate(encoded.word_ids()) if word_id == index]
         assert [encoded["input_ids"][position] for position in positions] == alone["input_ids"]
         assert [tuple(encoded["offset_mapping"][position]) for position in positions] == alone["offset_mapping"]
+
+
+def test_the_memos_start_again_when_full_without_changing_the_output(monkeypatch, lines):
+    """The per-segment and per-character memos are bounded; filling them mid-batch changes nothing."""
+    from hf_roformer import encoding_hf_roformer, text_rules_hf_roformer
+
+    expected = HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"))(lines[:300])["input_ids"]
+    monkeypatch.setattr(encoding_hf_roformer, "MEMO_LIMIT", 50)
+    monkeypatch.setattr(text_rules_hf_roformer, "MEMO_LIMIT", 50)
+    tokenizer = HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"))
+    assert tokenizer(lines[:300])["input_ids"] == expected
+    assert len(tokenizer._original_encoder().units) <= 50 + max(
+        len(set(tokenizer._original_encoder().cut(line))) for line in lines[:300]
+    )
