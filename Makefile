@@ -1,6 +1,9 @@
 # `make demo` and `make test` work on a fresh machine: each creates its own virtual environment first.
+# The demo's (.venv-demo) holds only what the demo needs (the `demo` extra); the tests' (.venv) holds the `tests`
+# extra (torchao, onnx, peft, ...), whose import-time messages the demo never shows.
 PYTHON ?= python3
 VENV ?= .venv
+DEMO_VENV ?= .venv-demo
 # The CPU build of torch is installed before the package, so no multi-GB CUDA build is pulled in.
 TORCH_SPEC ?= torch==2.13.0
 TRANSFORMERS_SPEC ?= transformers==5.23.0
@@ -9,15 +12,23 @@ EXTRAS ?= tests
 
 .PHONY: demo test test-oldest test-slow lint bench clean
 
-$(VENV)/.installed: setup.cfg pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(VENV)/bin/python -m pip install --quiet "$(TRANSFORMERS_SPEC)" -e ".[$(EXTRAS)]"
-	touch $@
+# $(call make-venv,DIRECTORY,EXTRAS): a virtual environment with torch, transformers and hf_roformer[EXTRAS].
+define make-venv
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(1)/bin/python -m pip install --quiet "$(TRANSFORMERS_SPEC)" -e ".[$(2)]"
+	touch $(1)/.installed
+endef
 
-demo: $(VENV)/.installed
-	$(VENV)/bin/hf-roformer demo
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(call make-venv,$(VENV),$(EXTRAS))
+
+$(DEMO_VENV)/.installed: setup.cfg pyproject.toml
+	$(call make-venv,$(DEMO_VENV),demo)
+
+demo: $(DEMO_VENV)/.installed
+	$(DEMO_VENV)/bin/hf-roformer demo
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
@@ -36,4 +47,4 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_models.py
 
 clean:
-	rm -rf $(VENV) .venv-oldest build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(DEMO_VENV) .venv-oldest build *.egg-info .pytest_cache

@@ -98,3 +98,9 @@ def test_loads_as_remote_code_without_the_package(model, tokenizer, tmp_path):
     with torch.no_grad():
         expected = model(**tokenizer(text, return_tensors="pt")).logits[0]
     torch.testing.assert_close(torch.tensor(json.loads((tmp_path / "logits.json").read_text())), expected)
+
+
+def test_tokenizer_truncates_at_the_trained_length(tokenizer, model):
+    """`model_max_length` is the model's trained length, so `truncation=True` alone cuts a long text to it."""
+    assert tokenizer.model_max_length == model.config.max_position_embeddings == 512
+    assert len(tokenizer("今" * 2000, truncation=True)["input_ids"]) == 512

@@ -1,12 +1,15 @@
 """Readers for the fine-tuning data in its published formats: GLUE TSV files and CAIL2019-SCM JSON lines.
 
 Every reader validates what it reads and raises `DataError` naming the file and line, so a run fails before it writes
-anything. Records become `datasets.Dataset`s with the columns `text_a`, `text_b` (pairs), `label` (absent for test
-splits) and `index`.
+anything. What the formats allow is accepted: a UTF-8 byte-order mark, CRLF line ends, blank lines (trailing ones
+included), and in JSON lines every character JSON allows inside strings (records are split on "\n" only, so U+2028
+or U+0085 in a text is not a line break). Records become `datasets.Dataset`s with the columns `text_a`, `text_b`
+(pairs), `label` (absent for test splits) and `index`.
 """
 
-import csv
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +34,7 @@ class GlueTask:
     submission: dict[str, str] = field(default_factory=dict)  # test split -> leaderboard file name
     positional_columns: tuple[str, ...] | None = None  # header-less train/dev files (CoLA)
     hub_columns: tuple[str, ...] = ()  # text columns in the `datasets` version ("nyu-mll/glue")
+    score_range: tuple[float, float] | None = None  # regression: the scores the task defines
 
     @property
     def is_regression(self) -> bool:
@@ -86,6 +90,7 @@ GLUE_TASKS: dict[str, GlueTask] = {
         ("pearson", "spearmanr"),
         _splits(),
         {"test": "STS-B.tsv"},
+        score_range=(0.0, 5.0),
         hub_columns=("sentence1", "sentence2"),
     ),
     "qqp": GlueTask(
@@ -162,72 +167,116 @@ def test_splits(task: GlueTask) -> list[str]:
     return [split for split in task.splits if split.startswith("test")]
 
 
-def _read_tsv_rows(path: Path) -> list[list[str]]:
+def read_text(path: Path) -> str:
+    """The text of a UTF-8 file, without its byte-order mark; `DataError` names a file that is missing, unreadable or
+    not UTF-8 (with the line of the first bad byte)."""
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            return list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise DataError(f"{path}: cannot read ({error})") from error
+    except OSError as error:
+        raise DataError(f"{path}: cannot read ({error.strerror})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text ({error.reason})") from None
 
 
-def read_glue_split(task: GlueTask, data_dir: str | Path, split: str) -> datasets.Dataset:
-    """Read one split of a GLUE task from `data_dir/<Task>/<file>.tsv`, validating every row."""
-    path = Path(data_dir) / task.directory / task.splits[split]
+def _read_tsv_rows(path: Path) -> list[tuple[int, list[str]]]:
+    """(line number, fields) of every non-blank line of a tab-separated file without quoting (GLUE's format); lines
+    end at "\n" (CRLF too), as in JSON lines."""
+    return [(number, line.split("\t")) for number, line in non_blank_lines(path)]
+
+
+STRICT_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def parse_score(raw: str, where: str, score_range: tuple[float, float] | None = None) -> float:
+    """A regression label written as a plain decimal number (`3.8`, `-1`, `2e-1`): finite and, when the task defines
+    one, inside its range. Python's `float` also takes `4_2`, `nan`, `inf` and surrounding spaces; a score file does
+    not. `where` ("file:line") starts the `DataError` message."""
+    text = raw.strip()
+    if not STRICT_NUMBER.fullmatch(text):
+        raise DataError(f"{where}: the score {raw!r} is not a number")
+    value = float(text)
+    if not math.isfinite(value):
+        raise DataError(f"{where}: the score {raw!r} is not a finite number")
+    if score_range is not None and not score_range[0] <= value <= score_range[1]:
+        raise DataError(f"{where}: the score {raw!r} is outside [{score_range[0]:g}, {score_range[1]:g}]")
+    return value
+
+
+def glue_split_path(task: GlueTask, data_dir: str | Path, split: str) -> Path:
+    """Where a split of a task is in the published layout: `data_dir/<Task>/<file>.tsv`."""
+    return Path(data_dir) / task.directory / task.splits[split]
+
+
+def read_glue_split(task: GlueTask, data_dir: str | Path | None, split: str, path: str | Path | None = None):
+    """Read one split of a GLUE task from `data_dir/<Task>/<file>.tsv` (or from `path`), validating every row."""
+    path = Path(path) if path is not None else glue_split_path(task, data_dir, split)
     rows = _read_tsv_rows(path)
     labelled = not split.startswith("test")
     if task.positional_columns is not None and labelled:
-        header, first_line = list(task.positional_columns), 1
+        header = list(task.positional_columns)
     else:
         if not rows:
             raise DataError(f"{path}: empty file (no header)")
-        header, rows, first_line = rows[0], rows[1:], 2
+        header, rows = rows[0][1], rows[1:]
     needed = list(task.text_columns) + ([task.label_column] if labelled else [])
+    index_column = "id" if task.name == "qqp" else "index"
     if not labelled:
-        needed.append("id" if task.name == "qqp" else "index")
+        needed.append(index_column)
     missing = [column for column in needed if column not in header]
     if missing:
-        raise DataError(f"{path}: missing column(s) {missing}; the header has {header}")
+        raise DataError(f"{path}:1: missing column(s) {missing}; the header has {header}")
     positions = {column: header.index(column) for column in needed}
     records: dict[str, list] = {"text_a": [], "index": []}
     if len(task.text_columns) == 2:
         records["text_b"] = []
     if labelled:
         records["label"] = []
-    for number, row in enumerate(rows, start=first_line):
+    for number, row in rows:
         if len(row) != len(header):
             raise DataError(f"{path}:{number}: expected {len(header)} tab-separated fields, found {len(row)}")
         records["text_a"].append(row[positions[task.text_columns[0]]])
         if len(task.text_columns) == 2:
             records["text_b"].append(row[positions[task.text_columns[1]]])
-        index_column = "id" if task.name == "qqp" else "index"
-        records["index"].append(row[positions[index_column]] if not labelled else str(number - first_line))
+        records["index"].append(row[positions[index_column]] if not labelled else str(len(records["index"])))
         if labelled:
-            records["label"].append(_parse_label(task, row[positions[task.label_column]], path, number))
+            records["label"].append(_parse_label(task, row[positions[task.label_column]], f"{path}:{number}"))
     if not records["text_a"]:
         raise DataError(f"{path}: the split {split!r} has no examples")
     return datasets.Dataset.from_dict(records)
 
 
-def _parse_label(task: GlueTask, raw: str, path: Path, number: int) -> int | float:
+def _parse_label(task: GlueTask, raw: str, where: str) -> int | float:
     if task.is_regression:
-        try:
-            return float(raw)
-        except ValueError:
-            raise DataError(f"{path}:{number}: the score {raw!r} is not a number") from None
+        return parse_score(raw, where, task.score_range)
     if raw not in task.labels:
-        raise DataError(f"{path}:{number}: unknown label {raw!r}; expected one of {list(task.labels)}")
+        raise DataError(f"{where}: unknown label {raw!r}; expected one of {list(task.labels)}")
     return task.labels.index(raw)
 
 
-def read_glue(task: GlueTask, data_dir: str | Path, with_test: bool = True) -> datasets.DatasetDict:
-    """All splits of a task from the published TSV layout (test splits only when present or requested)."""
+def read_glue(
+    task: GlueTask, data_dir: str | Path | None = None, files: dict[str, str | Path] | None = None
+) -> datasets.DatasetDict:
+    """The splits of a task from the published TSV layout under `data_dir`, or from explicit `files` (split -> path).
+    Training and validation splits are required; test splits are read when their file exists (the public GLUE download
+    has them, a hand-made directory may not)."""
     splits = {}
     for split in task.splits:
-        if split.startswith("test") and not with_test:
+        if files is not None:
+            if files.get(split) is None:
+                if split.startswith("test"):
+                    continue
+                raise DataError(f"no file for the {split!r} split of {task.directory}")
+            path = Path(files[split])
+        else:
+            path = glue_split_path(task, data_dir, split)
+        if split.startswith("test") and not path.exists():
             continue
-        splits[split] = read_glue_split(task, data_dir, split)
+        splits[split] = read_glue_split(task, None, split, path=path)
     return datasets.DatasetDict(splits)
 
 
@@ -236,6 +285,8 @@ def from_hub_glue(task: GlueTask, loaded: datasets.DatasetDict) -> datasets.Data
     converted = {}
     for split in task.splits:
         if split not in loaded:
+            if split.startswith("test"):
+                continue
             raise DataError(f"the dataset has no split {split!r}; it has {list(loaded)}")
         dataset = loaded[split]
         missing = [column for column in (*task.hub_columns, "idx") if column not in dataset.column_names]
@@ -246,7 +297,12 @@ def from_hub_glue(task: GlueTask, loaded: datasets.DatasetDict) -> datasets.Data
             records["text_b"] = dataset[task.hub_columns[1]]
         if not split.startswith("test"):
             labels = dataset["label"]
-            if not task.is_regression:
+            if task.is_regression:
+                labels = [
+                    parse_score(repr(label), f"split {split!r}, row {row}", task.score_range)
+                    for row, label in enumerate(labels)
+                ]
+            else:
                 names = dataset.features["label"].names if hasattr(dataset.features["label"], "names") else None
                 if names is not None:
                     labels = [task.labels.index(names[label]) for label in labels]
@@ -255,20 +311,24 @@ def from_hub_glue(task: GlueTask, loaded: datasets.DatasetDict) -> datasets.Data
     return datasets.DatasetDict(converted)
 
 
+def non_blank_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the non-blank lines of a UTF-8 text file. Lines end at "\n" only (a "\r" before it is
+    dropped): U+2028, U+0085 and the other characters `str.splitlines` would also break at are valid inside JSON
+    strings, as `json.dumps(..., ensure_ascii=False)` writes them, and inside TSV fields."""
+    lines = []
+    for number, line in enumerate(read_text(path).split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            lines.append((number, line))
+    return lines
+
+
 def read_cail_split(path: str | Path) -> list[dict]:
     """CAIL2019-SCM triplets from a JSON-lines file: keys `A`, `B`, `C` (texts) and `label` ("B" or "C": which of
     B and C is more similar to A)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise DataError(f"{path}: cannot read ({error})") from error
     triplets = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, line in non_blank_lines(path):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:

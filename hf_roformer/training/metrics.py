@@ -1,18 +1,23 @@
-"""Evaluation metrics as GLUE and CAIL2019-SCM define them, computed with scikit-learn and SciPy (offline)."""
+"""Evaluation metrics as GLUE and CAIL2019-SCM define them (and those of one's own classification data), computed
+with scikit-learn and SciPy (offline)."""
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef, mean_squared_error
 
 
 def glue_metrics(names: tuple[str, ...], predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """GLUE metrics by name: accuracy, f1 (positive class 1), matthews_correlation, pearson, spearmanr."""
+    """Metrics by name: accuracy, f1 (positive class 1), macro_f1, matthews_correlation, pearson, spearmanr, mse."""
     scores = {}
     for name in names:
         if name == "accuracy":
             scores[name] = float(accuracy_score(labels, predictions))
         elif name == "f1":
             scores[name] = float(f1_score(labels, predictions))
+        elif name == "macro_f1":
+            scores[name] = float(f1_score(labels, predictions, average="macro"))
+        elif name == "mse":
+            scores[name] = float(mean_squared_error(labels, predictions))
         elif name == "matthews_correlation":
             scores[name] = float(matthews_corrcoef(labels, predictions))
         elif name == "pearson":

@@ -16,7 +16,7 @@ def encode_documents(documents: list[str], tokenizer, batch_size: int = 1000) ->
     """Token ids (no special tokens) and jieba word ids of every document, as a `datasets.Dataset`."""
 
     def encode(batch):
-        encoded = tokenizer(batch["text"], add_special_tokens=False, return_offsets_mapping=True)
+        encoded = tokenizer(batch["text"], add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         word_ids = [
             token_word_ids(offsets, jieba_word_spans(text))
             for text, offsets in zip(batch["text"], encoded["offset_mapping"], strict=True)

@@ -5,9 +5,12 @@ fixed held-out validation split. Documents are tokenized once (a char-level voca
 split unless `--tokenizer` is given), packed into full blocks per stage length, and masked with Chinese whole-word
 masking. A schedule such as `--stages 128:32:1000,512:8:200` runs one Trainer per (max length, batch size, steps),
 each starting from the previous stage's weights, like the paper's multi-stage pre-training (table 4). Every stage
-writes `stage-N-lenL/` (Trainer checkpoints, `trainer_state.json` with the loss and accuracy curves, `final/`); a run
-that is started again skips finished stages and resumes an interrupted one from its last checkpoint. The final model,
-tokenizer and card go to `--output_dir`.
+writes `stage-N-lenL/` (Trainer checkpoints, `final/` with the weights, `trainer_state.json` with the loss and accuracy
+curves and `eval_results.json`, then `finished.json`, written last). The same command started again skips the stages
+that have their `finished.json`, and resumes an interrupted one from its last complete checkpoint (incomplete ones,
+left by a crash during a save, are skipped with a warning), ending with the weights of an uninterrupted run. The final
+model and tokenizer (whose `model_max_length` is the trained length) go to `--output_dir`, then its `finished.json`.
+Evaluation uses every validation block: `dataloader_drop_last` applies to training batches only.
 
 `--architecture bert` / `bert-linear` train transformers' BERT with learned absolute positions at the same sizes
 (softmax or linear attention), the baselines of the paper's convergence comparisons.
@@ -24,14 +27,16 @@ import numpy as np
 import torch
 import transformers
 from transformers import AutoModelForMaskedLM, AutoTokenizer, HfArgumentParser, Trainer, TrainingArguments
-from transformers.trainer_utils import get_last_checkpoint
 
 from ..configuration_hf_roformer import HfRoFormerConfig
 from ..modeling_hf_roformer import HfRoFormerForMaskedLM
+from ..pretrained import resolve_checkpoint
 from ..tokenization_hf_roformer import HfRoFormerTokenizer
 from .baselines import bert_for_masked_lm
+from .checkpoints import SaveAfterEpochEnd, last_complete_checkpoint, read_finished, write_finished
 from .corpus import char_vocabulary, peoples_daily_documents, read_documents, split_documents
 from .data import DataError
+from .finetune import set_model_max_length
 from .packing import encode_documents, pack_documents
 from .whole_word_masking import (
     IGNORE_INDEX,
@@ -86,7 +91,10 @@ class PretrainArguments:
     )
     validation_size: int = field(default=500, metadata={"help": "Documents held out when no validation files."})
     max_documents: int | None = field(default=None, metadata={"help": "Use only the first N training documents."})
-    model: str | None = field(default=None, metadata={"help": "Continue from this masked-LM checkpoint."})
+    model: str | None = field(
+        default=None,
+        metadata={"help": "Continue from this masked-LM checkpoint (a directory, Hub id or shipped:NAME)."},
+    )
     tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer directory (default: build char vocab)."})
     vocab_min_count: int = field(default=2, metadata={"help": "Minimum count of a character in the built vocab."})
     vocab_max_size: int | None = field(default=None, metadata={"help": "Largest built vocabulary (specials incl.)."})
@@ -135,7 +143,7 @@ def load_corpus(args: PretrainArguments, seed: int) -> tuple[list[str], list[str
 def build_tokenizer(args: PretrainArguments, train_documents: list[str]):
     """The given tokenizer (or the one of `--model`), or a char-level one over the training text's characters."""
     if args.tokenizer or args.model:
-        return AutoTokenizer.from_pretrained(args.tokenizer or args.model)
+        return AutoTokenizer.from_pretrained(resolve_checkpoint(args.tokenizer or args.model))
     vocab = char_vocabulary(
         train_documents, args.vocab_min_count, args.vocab_max_size, nfkc_normalize=args.nfkc_normalize, with_ascii=True
     )
@@ -149,7 +157,7 @@ def build_model(args: PretrainArguments, tokenizer, stages: list[Stage]):
         raise ValueError(f"--architecture {args.architecture!r} is not one of {ARCHITECTURES}")
     rope = {"rope_parameters": json.loads(args.rope_parameters)} if args.rope_parameters else {}
     if args.model:
-        return AutoModelForMaskedLM.from_pretrained(args.model, **rope)
+        return AutoModelForMaskedLM.from_pretrained(resolve_checkpoint(args.model), **rope)
     sizes = dict(
         vocab_size=len(tokenizer),
         hidden_size=args.hidden_size,
@@ -194,15 +202,34 @@ def mlm_accuracy(prediction) -> dict[str, float]:
     return {"accuracy": float((predicted[scored] == labels[scored]).mean()) if scored.any() else 0.0}
 
 
+class PretrainingTrainer(Trainer):
+    """The Trainer, with evaluation that never drops examples: `dataloader_drop_last` (full training batches of packed
+    blocks) would also cut the last evaluation batch (18 validation blocks at batch 32 gave no evaluation at all)."""
+
+    def get_eval_dataloader(self, eval_dataset=None):
+        drop_last = self.args.dataloader_drop_last
+        self.args.dataloader_drop_last = False
+        try:
+            return super().get_eval_dataloader(eval_dataset)
+        finally:
+            self.args.dataloader_drop_last = drop_last
+
+
 def stage_directory(output_dir: str | Path, index: int, stage: Stage) -> Path:
     """Where stage `index` (from 0) keeps its checkpoints, logs and final weights."""
     return Path(output_dir) / f"stage-{index + 1}-{stage.name}"
 
 
 def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -> dict[str, float]:
-    """Run (or finish) every stage; save the final model, tokenizer and card to `output_dir`. Returns the last
-    stage's evaluation metrics."""
+    """Run (or finish) every stage; save the final model and tokenizer to `output_dir`. Returns the last stage's
+    evaluation metrics."""
     stages = parse_stages(args.stages)
+    output_dir = Path(training_args.output_dir)
+    finished = read_finished(output_dir)
+    if finished is not None:
+        if training_args.process_index == 0:
+            print(f"{output_dir} holds a finished pre-training run ({output_dir / 'finished.json'}): nothing to do.")
+        return finished["metrics"]
     transformers.set_seed(training_args.seed)
     train_documents, validation_documents = load_corpus(args, training_args.seed)
     tokenizer = build_tokenizer(args, train_documents)
@@ -216,11 +243,12 @@ def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -
     model = build_model(args, tokenizer, stages)
     metrics: dict[str, float] = {}
     for index, stage in enumerate(stages):
-        directory = stage_directory(training_args.output_dir, index, stage)
+        directory = stage_directory(output_dir, index, stage)
         final = directory / "final"
-        if (final / "config.json").exists():  # finished in an earlier run
+        done = read_finished(directory)
+        if done is not None:  # finished in an earlier run
             model = AutoModelForMaskedLM.from_pretrained(final)
-            metrics = json.loads((final / "eval_results.json").read_text())
+            metrics = done["metrics"]
             continue
         blocks = {
             split: pack_documents(data, stage.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
@@ -233,7 +261,8 @@ def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -
             max_steps=stage.steps,
             remove_unused_columns=False,  # the collator needs `word_ids`, which the model does not take
         )
-        trainer = Trainer(
+        set_model_max_length(tokenizer, model.config)  # what the checkpoints of this stage save with the tokenizer
+        trainer = PretrainingTrainer(
             model=model,
             args=stage_args,
             train_dataset=blocks["train"],
@@ -242,25 +271,29 @@ def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -
             data_collator=collator,
             compute_metrics=mlm_accuracy,
             preprocess_logits_for_metrics=argmax_logits,
-            callbacks=[MaskingEpochCallback(collator)],
+            callbacks=[MaskingEpochCallback(collator), SaveAfterEpochEnd()],
         )
-        checkpoint = get_last_checkpoint(str(directory)) if directory.is_dir() else None
-        trainer.train(resume_from_checkpoint=checkpoint)
+        checkpoint = last_complete_checkpoint(directory, training_args.world_size)
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
         metrics = trainer.evaluate()
         if isinstance(trainer.model, HfRoFormerForMaskedLM):  # the length it has now been trained at
             config = trainer.model.config
             config.max_position_embeddings = max(config.max_position_embeddings, stage.max_length)
+        set_model_max_length(tokenizer, trainer.model.config)
         if trainer.is_world_process_zero():
             trainer.save_model(str(final))
             trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
             (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
+            write_finished(directory, {"stage": dataclasses.asdict(stage), "metrics": metrics})
         model = trainer.model
     if training_args.process_index == 0:
-        model.save_pretrained(training_args.output_dir)
-        tokenizer.save_pretrained(training_args.output_dir)
-        (Path(training_args.output_dir) / "pretraining_stages.json").write_text(
+        set_model_max_length(tokenizer, model.config)
+        model.save_pretrained(output_dir)
+        tokenizer.save_pretrained(output_dir)
+        (output_dir / "pretraining_stages.json").write_text(
             json.dumps([dataclasses.asdict(stage) for stage in stages], indent=2)
         )
+        write_finished(output_dir, {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics})
     return metrics
 
 

@@ -1,0 +1,106 @@
+"""Model cards of fine-tuned models: transformers' Trainer card, made true about where the model started.
+
+The Trainer card links `base_model` to the Hub and otherwise says "trained from scratch". A model fine-tuned from a
+local directory or from the checkpoint shipped with the package has no Hub id: its card leaves `base_model` out (a
+local path there is a broken Hub link) and names the base in its text instead. Datasets that are not on the Hub keep
+their results in `model-index` but get no `datasets:` link. Cards are written only for runs that trained.
+"""
+
+import os
+import re
+from pathlib import Path
+
+import huggingface_hub
+from huggingface_hub import ModelCard
+
+from ..model_card_hf_roformer import add_card_metadata
+from ..pretrained import SHIPPED_PREFIX, is_shipped_name
+
+
+TRAINER_BASE_SENTENCE = re.compile(r"This model (?:was trained from scratch|is a fine-tuned version of .+?) on ")
+
+
+def hub_base_model(base: str | None) -> str | None:
+    """`base` when it is a Hub id, None for a shipped checkpoint, a local directory or no base."""
+    if base is None or is_shipped_name(base) or os.path.isdir(base):
+        return None
+    return base
+
+
+def describe_base(base: str | None, from_scratch: bool = False, architecture_of: str | None = None) -> str:
+    """The start of the card's first sentence, naming where the model started."""
+    if from_scratch:
+        source = f" (the architecture of `{architecture_of}`)" if architecture_of else ""
+        return f"This model was trained from randomly initialized weights{source} on "
+    if base is None:
+        return "This model was trained from scratch on "
+    if is_shipped_name(base):
+        name = base.removeprefix(SHIPPED_PREFIX)
+        return (
+            f"This model is a fine-tuned version of `{name}`, the pre-trained checkpoint shipped with hf_roformer "
+            f"(`{base}`), on "
+        )
+    if hub_base_model(base) is None:
+        return f"This model is a fine-tuned version of the local checkpoint `{base}` on "
+    return f"This model is a fine-tuned version of [{base}](https://huggingface.co/{base}) on "
+
+
+def write_fine_tuning_card(
+    trainer,
+    base: str | None,
+    *,
+    dataset: str,
+    dataset_tags: str,
+    dataset_args: str | None = None,
+    hub_dataset: bool = False,
+    language: str | None = None,
+    model_name: str | None = None,
+    from_scratch: bool = False,
+    architecture_of: str | None = None,
+    note: str | None = None,
+) -> Path:
+    """Write `README.md` in the Trainer's output directory: transformers' card (results, hyper-parameters, training
+    curve) with `base_model` only for a Hub base, the base named in the text, the model's Hub metadata, and `note` (a
+    paragraph) after the first sentence."""
+    model = trainer.model
+    trainer.create_model_card(
+        language=language,
+        tags=list(model.model_tags or []),
+        model_name=model_name,
+        finetuned_from=None if from_scratch else hub_base_model(base),
+        tasks="text-classification",
+        dataset=dataset,
+        dataset_tags=dataset_tags,
+        dataset_args=dataset_args,
+    )
+    output_dir = Path(trainer.args.output_dir)
+    path = output_dir / "README.md"
+    card = ModelCard.load(path)
+    sentence = describe_base(base, from_scratch, architecture_of)
+    text, replaced = TRAINER_BASE_SENTENCE.subn(lambda _: sentence, card.text, count=1)
+    if not replaced:  # a transformers release that words it differently: state the base under the title
+        text = sentence.removesuffix(" on ") + ".\n\n" + text
+    if note:
+        text = re.sub(r"\n(It achieves|\n## Model description)", lambda m: f"\n\n{note}\n{m.group(0)}", text, count=1)
+    card.text = text
+    if not hub_dataset:
+        card.data.datasets = None
+    if from_scratch or hub_base_model(base) is None:
+        card.data.base_model = None
+    card.save(path)
+    add_card_metadata(output_dir, model.card_metadata(), output_dir.name)
+    return path
+
+
+def push_with_model_card(trainer, write_card) -> None:
+    """`Trainer.push_to_hub` (which uploads the folder with a card of its own), then the card `write_card()` writes."""
+    trainer.push_to_hub(tags=list(trainer.model.model_tags or []))
+    if trainer.is_world_process_zero():
+        path = write_card()
+        huggingface_hub.upload_file(
+            path_or_fileobj=str(path),
+            path_in_repo="README.md",
+            repo_id=trainer.hub_model_id,
+            token=trainer.args.hub_token,
+            commit_message="Model card",
+        )

@@ -1,0 +1,195 @@
+"""Resuming after a crash: which Trainer checkpoints are complete, where a rerun resumes, when a run is finished.
+
+A process killed while the Trainer saves leaves a `checkpoint-N/` without `trainer_state.json` (written last), without
+weights or optimizer state, or with a truncated file. transformers' `get_last_checkpoint` returns the highest-numbered
+directory whatever it holds, so a rerun fails on it (or resumes without its optimizer). Here a checkpoint counts only
+when every file a resume reads is present and whole; incomplete ones are skipped with a warning naming them, and left
+in place (the Trainer rewrites them when it reaches their step again).
+
+A run (or a pre-training stage) is finished only when its marker file, written last and atomically, exists: outputs
+found without it are from an interrupted run.
+
+`SaveAfterEpochEnd` fixes what made a resumed run differ from an uninterrupted one when a checkpoint falls on the last
+step of an epoch: the Trainer saves that checkpoint before the epoch-end evaluation, whose data loader draws from the
+global torch generator and whose metrics enter the log history. A run resumed from it starts the next epoch without
+that evaluation, with the generator state from before it: different dropout masks (|dW| ~1e-2 after a few epochs), no
+record of that epoch's metrics, and, with `load_best_model_at_end`, possibly another best checkpoint.
+"""
+
+import json
+import os
+import struct
+import zipfile
+from pathlib import Path
+
+import transformers
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy
+
+
+logger = transformers.logging.get_logger(__name__)
+
+FINISHED = "finished.json"
+TRAINER_STATE = "trainer_state.json"
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "pytorch_model.bin")
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why a safetensors file is not whole (its header must parse and its data end where the file ends), or None."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            (header_size,) = struct.unpack("<Q", handle.read(8))
+            if header_size > size - 8:
+                return f"{path.name} is truncated"
+            header = json.loads(handle.read(header_size))
+    except (OSError, struct.error, ValueError) as error:
+        return f"{path.name} is unreadable ({error})"
+    ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+    if 8 + header_size + max(ends, default=0) != size:
+        return f"{path.name} is truncated"
+    return None
+
+
+def torch_file_problem(path: Path) -> str | None:
+    """Why a `torch.save` file (a zip archive) is not whole, or None: a truncated archive has no central directory."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            archive.infolist()
+    except (OSError, zipfile.BadZipFile) as error:
+        return f"{path.name} is unreadable ({error})"
+    return None
+
+
+def weights_problem(directory: Path) -> str | None:
+    """Why a checkpoint's weights are missing or incomplete, or None."""
+    for name in WEIGHTS:
+        path = directory / name
+        if not path.exists():
+            continue
+        if name.endswith(".index.json"):
+            try:
+                shards = set(json.loads(path.read_text())["weight_map"].values())
+            except (OSError, ValueError, KeyError) as error:
+                return f"{name} is unreadable ({error})"
+            for shard in sorted(shards):
+                problem = safetensors_problem(directory / shard) if (directory / shard).exists() else f"no {shard}"
+                if problem:
+                    return problem
+            return None
+        return safetensors_problem(path) if name.endswith(".safetensors") else torch_file_problem(path)
+    if any(directory.glob("pytorch_model_fsdp*")) or any(directory.glob("global_step*")):
+        return None  # FSDP / DeepSpeed layouts: their engines check their own files
+    return "no weights"
+
+
+def checkpoint_problem(directory: str | Path, world_size: int = 1) -> str | None:
+    """What a resume from `directory` would lack (None when it is complete): a readable `trainer_state.json`, whole
+    weights, optimizer and scheduler state, and the RNG state of each of the `world_size` processes."""
+    directory = Path(directory)
+    try:
+        json.loads((directory / TRAINER_STATE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no {TRAINER_STATE}"
+    except (OSError, ValueError) as error:
+        return f"{TRAINER_STATE} is unreadable ({error})"
+    problem = weights_problem(directory)
+    if problem:
+        return problem
+    engine_managed = any(directory.glob("global_step*")) or any(directory.glob("optimizer_*"))
+    if not engine_managed:
+        for name in ("optimizer.pt", "scheduler.pt"):
+            if not (directory / name).exists():
+                return f"no {name} (optimizer state)" if name == "optimizer.pt" else f"no {name}"
+            problem = torch_file_problem(directory / name)
+            if problem:
+                return problem
+    names = ["rng_state.pth"] if world_size <= 1 else [f"rng_state_{rank}.pth" for rank in range(world_size)]
+    for name in names:
+        if not (directory / name).exists():
+            return f"no {name} (random generator state)"
+        problem = torch_file_problem(directory / name)
+        if problem:
+            return problem
+    return None
+
+
+def checkpoint_directories(output_dir: str | Path) -> list[Path]:
+    """The `checkpoint-N` directories of a Trainer output directory, highest step first."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    found = []
+    for child in output_dir.iterdir():
+        prefix, _, step = child.name.partition("-")
+        if prefix == PREFIX_CHECKPOINT_DIR and step.isdigit() and child.is_dir():
+            found.append((int(step), child))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def last_complete_checkpoint(output_dir: str | Path, world_size: int = 1, warn: bool = True) -> Path | None:
+    """The highest-step complete checkpoint of `output_dir` (None if there is none); each incomplete one with a
+    higher step is skipped with a warning naming it and what it lacks."""
+    for directory in checkpoint_directories(output_dir):
+        problem = checkpoint_problem(directory, world_size)
+        if problem is None:
+            return directory
+        if warn:
+            logger.warning(f"Skipping the incomplete checkpoint {directory} ({problem}); it was interrupted.")
+    return None
+
+
+def resume_checkpoint(output_dir: str | Path, requested: str | None, world_size: int = 1) -> Path | None:
+    """Where training resumes: the checkpoint given with `--resume_from_checkpoint` (which must be complete), or the
+    last complete checkpoint of `output_dir` (a rerun of an interrupted command), or None to start afresh."""
+    if requested is not None:
+        problem = checkpoint_problem(requested, world_size)
+        if problem is not None:
+            raise ValueError(f"--resume_from_checkpoint {requested}: the checkpoint is incomplete ({problem})")
+        return Path(requested)
+    checkpoint = last_complete_checkpoint(output_dir, world_size)
+    if checkpoint is not None:
+        logger.warning(
+            f"Resuming from {checkpoint}, the last complete checkpoint of an interrupted run in {output_dir}."
+        )
+    return checkpoint
+
+
+def write_finished(directory: str | Path, record: dict) -> Path:
+    """Write the marker that says `directory` holds a finished run (or stage), atomically and last."""
+    path = Path(directory) / FINISHED
+    staging = path.with_name(f".{FINISHED}.{os.getpid()}.tmp")
+    staging.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(staging, path)
+    return path
+
+
+def read_finished(directory: str | Path) -> dict | None:
+    """The record of a finished run in `directory`, or None when it has no (readable) marker."""
+    try:
+        return json.loads((Path(directory) / FINISHED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+class SaveAfterEpochEnd(TrainerCallback):
+    """Moves a checkpoint that the step schedule (or the end of training) asks for on the last step of an epoch to the
+    end of that epoch, after its evaluation and logging, so the checkpoint holds the state the next epoch starts from.
+    Add it to every Trainer whose runs may be resumed."""
+
+    def __init__(self):
+        self.deferred = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        epoch_ends = state.epoch is not None and float(state.epoch).is_integer()
+        if control.should_save and args.save_strategy != SaveStrategy.BEST:
+            if epoch_ends or control.should_training_stop:
+                control.should_save = False
+                self.deferred = True
+        return control
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self.deferred:
+            control.should_save = True
+            self.deferred = False
+        return control

@@ -1,0 +1,330 @@
+"""Readers for one's own text-classification data: CSV, TSV, JSON and JSON-lines files, read through `datasets`.
+
+`load_dataset("csv" | "json", data_files=...)` parses the files (TSV as CSV with a tab delimiter and no quoting); this
+module checks what was parsed and turns it into the columns the fine-tuning code reads: `text_a`, `text_b` (pairs),
+`label` and `index`. Labels come from the data: a label column of numbers with a fractional part (JSON floats, or
+CSV cells such as `3.5`) makes a regression task; anything else (integers, strings, booleans) is a class, and the
+sorted set of training labels becomes `id2label`. Every rejection names the file and the line (and the column), before
+anything is written.
+"""
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+
+from .data import STRICT_NUMBER, DataError, non_blank_lines, parse_score, read_text
+
+
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json"}
+# Text columns tried, in order, when --text_column_names is not given (as transformers' run_glue.py and
+# run_classification.py name them).
+DEFAULT_TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))
+INTEGER = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class Labels:
+    """The label set of a task read from data: class names in id order, or `None` for regression."""
+
+    names: tuple[str, ...] | None
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the task predicts a score instead of a class."""
+        return self.names is None
+
+
+def file_format(path: Path) -> str:
+    """`csv`, `tsv` or `json` (JSON lines or one JSON array of objects), from the file name."""
+    try:
+        return FORMATS[path.suffix.lower()]
+    except KeyError:
+        raise DataError(f"{path}: unknown file type {path.suffix!r}; use one of {sorted(FORMATS)}") from None
+
+
+def csv_header(path: Path, delimiter: str) -> list[str]:
+    """The column names on the first non-blank line of a CSV/TSV file."""
+    for _, line in non_blank_lines(path):
+        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+        return next(csv.reader([line], delimiter=delimiter, quoting=quoting))
+    raise DataError(f"{path}: empty file (no header)")
+
+
+def load_table(path: Path) -> datasets.Dataset:
+    """The file's records as parsed by `datasets`: every CSV/TSV cell a string (empty cells are empty strings, not
+    missing values), JSON values with their JSON types. A file that cannot be parsed raises `DataError` naming the
+    line where it breaks."""
+    kind = file_format(path)
+    read_text(path)  # missing, unreadable or not UTF-8: named with the line of the first bad byte
+    if not record_lines(path):
+        raise DataError(f"{path}: no examples")
+    if kind == "json":
+        builder, options = "json", {}
+    else:
+        delimiter = "\t" if kind == "tsv" else ","
+        header = csv_header(path, delimiter)
+        if len(set(header)) != len(header):
+            raise DataError(f"{path}:1: repeated column name in the header {header}")
+        features = datasets.Features({name: datasets.Value("string") for name in header})
+        options = dict(delimiter=delimiter, features=features, keep_default_na=False, na_filter=False)
+        options |= dict(quoting=csv.QUOTE_NONE) if kind == "tsv" else {}
+        builder = "csv"
+    try:
+        table = datasets.load_dataset(builder, data_files=str(path), split="train", **options)
+    except Exception as error:  # a parser error: find the line it is about
+        raise DataError(locate_parse_error(path, kind, error)) from None
+    if len(table) == 0:
+        raise DataError(f"{path}: no examples")
+    return table
+
+
+def locate_parse_error(path: Path, kind: str, error: Exception) -> str:
+    """A message naming the first line of `path` that does not parse (the parser's own message names none, or a row
+    counted without blank lines and the header)."""
+    cause = error.__cause__ or error
+    if kind == "json":
+        text = read_text(path).lstrip()
+        if not text.startswith("["):
+            for number, line in non_blank_lines(path):
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as decode_error:
+                    return f"{path}:{number}: not valid JSON ({decode_error.msg})"
+                if not isinstance(record, dict):
+                    return f"{path}:{number}: expected a JSON object"
+        else:
+            try:
+                json.loads(text)
+            except json.JSONDecodeError as decode_error:
+                return f"{path}:{decode_error.lineno}: not valid JSON ({decode_error.msg})"
+    else:
+        delimiter = "\t" if kind == "tsv" else ","
+        width = None
+        for number, fields in csv_records(path, delimiter):
+            width = len(fields) if width is None else width
+            if len(fields) != width:
+                return f"{path}:{number}: expected {width} fields, found {len(fields)}"
+    return f"{path}: cannot be read as {kind.upper()} ({type(cause).__name__}: {cause})"
+
+
+def csv_records(path: Path, delimiter: str):
+    """(first line number, fields) of each record of a CSV/TSV file, blank lines skipped (a quoted CSV field may span
+    lines, so line numbers are taken from the reader)."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter=delimiter, quoting=quoting)
+    previous_end = 0
+    for fields in reader:
+        start, previous_end = previous_end + 1, reader.line_num
+        if len(fields) > 1 or (fields and fields[0].strip()):
+            yield start, fields
+
+
+def record_lines(path: Path) -> list[int]:
+    """The line on which each record of the file starts, in the order `load_table` returns the records."""
+    kind = file_format(path)
+    if kind == "json":
+        text = read_text(path)
+        if text.lstrip().startswith("["):
+            try:
+                return _json_array_lines(text)
+            except json.JSONDecodeError as error:
+                raise DataError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+        return [number for number, _ in non_blank_lines(path)]
+    records = [number for number, _ in csv_records(path, "\t" if kind == "tsv" else ",")]
+    if not records:
+        raise DataError(f"{path}: empty file (no header)")
+    return records[1:]  # after the header
+
+
+def _json_array_lines(text: str) -> list[int]:
+    """Line numbers of the elements of a top-level JSON array."""
+    decoder, lines = json.JSONDecoder(), []
+    position = text.index("[") + 1
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text) or text[position] == "]":
+            return lines
+        lines.append(text.count("\n", 0, position) + 1)
+        _, position = decoder.raw_decode(text, position)
+
+
+class Locator:
+    """Names records as "file:line": line numbers are worked out only when a message needs one."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lines: list[int] | None = None
+
+    def __call__(self, row: int) -> str:
+        if self._lines is None:
+            self._lines = record_lines(self.path)
+        line = self._lines[row] if row < len(self._lines) else None
+        return f"{self.path}:{line}" if line is not None else f"{self.path}: record {row + 1}"
+
+
+def choose_text_columns(columns: list[str], requested: list[str] | None, path: Path) -> list[str]:
+    """The one or two text columns: those requested, or the first of `DEFAULT_TEXT_COLUMNS` the file has."""
+    if requested:
+        if not 1 <= len(requested) <= 2:
+            raise DataError(f"--text_column_names takes one or two columns, got {requested}")
+        missing = [name for name in requested if name not in columns]
+        if missing:
+            raise DataError(f"{path}: no column(s) {missing}; the columns are {columns}")
+        return list(requested)
+    for candidate in DEFAULT_TEXT_COLUMNS:
+        if all(name in columns for name in candidate):
+            return list(candidate)
+    raise DataError(
+        f"{path}: no text column found (looked for sentence1 + sentence2, sentence, text); the columns are {columns}."
+        " Name them with --text_column_names"
+    )
+
+
+def label_kind(values: list, csv_like: bool) -> str:
+    """'float' (regression), 'int' or 'str' for the labels of a split, from JSON types or CSV cell syntax."""
+    if all(_is_integer(value, csv_like) for value in values):
+        return "int"
+    if all(_is_number(value, csv_like) for value in values):
+        return "float"
+    return "str"
+
+
+def _is_integer(value, csv_like: bool) -> bool:
+    if csv_like:
+        return bool(INTEGER.fullmatch(value.strip()))
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def label_name(value) -> str:
+    """The class name of a label value: JSON strings as they are, numbers and booleans as JSON writes them."""
+    if isinstance(value, str):
+        return value.strip()
+    return json.dumps(value)
+
+
+@dataclass
+class TextFileSplit:
+    """One file read and checked: its examples (text_a, text_b, raw labels) and how to name its records."""
+
+    path: Path
+    table: datasets.Dataset
+    text_columns: list[str]
+    label_column: str | None
+    locate: Locator
+
+    @property
+    def is_csv_like(self) -> bool:
+        return file_format(self.path) != "json"
+
+
+def read_split(path: str | Path, text_columns: list[str] | None, label_column: str, needs_label: bool):
+    """Read one file and check its text columns (strings on every record) and whether it has the label column."""
+    path = Path(path)
+    table = load_table(path)
+    columns = list(table.column_names)
+    chosen = choose_text_columns(columns, text_columns, path)
+    has_label = label_column in columns
+    if needs_label and not has_label:
+        raise DataError(f"{path}: no label column {label_column!r}; the columns are {columns} (--label_column_name)")
+    split = TextFileSplit(path, table, chosen, label_column if has_label else None, Locator(path))
+    for column in chosen:
+        for row, value in enumerate(table[column]):
+            if not isinstance(value, str):
+                raise DataError(f"{split.locate(row)}: column {column!r} holds {value!r}, not a text")
+    if has_label:
+        for row, value in enumerate(table[label_column]):
+            if value is None or (isinstance(value, str) and not value.strip()):
+                raise DataError(f"{split.locate(row)}: column {label_column!r} is empty (every example needs a label)")
+            if not isinstance(value, (str, int, float, bool)):
+                raise DataError(f"{split.locate(row)}: label {value!r} is neither a number nor a text")
+    return split
+
+
+def infer_labels(train: TextFileSplit, regression: bool | None) -> Labels:
+    """The task's labels from the training file: a regression when its label column holds numbers with a fractional
+    part (or `regression=True`), otherwise the sorted set of its labels (numerically when they are integers)."""
+    values, csv_like = train.table[train.label_column], train.is_csv_like
+    kind = label_kind(values, csv_like)
+    fractional = [
+        row for row, value in enumerate(values) if _is_number(value, csv_like) and not _is_integer(value, csv_like)
+    ]
+    if regression or (regression is None and fractional):
+        if kind == "str":  # scores with a cell that is no number (`4_2`, `nan`, `n/a`): not a set of class names
+            row = next(row for row, value in enumerate(values) if not _is_number(value, csv_like))
+            reason = f"the label {values[row]!r} is not a number"
+            if fractional and regression is None:
+                reason += f", but {values[fractional[0]]!r} ({train.locate(fractional[0])}) makes this a regression"
+            raise DataError(f"{train.locate(row)}: {reason}")
+        return Labels(None)
+    if kind == "int":
+        names = sorted({label_name(value) for value in values}, key=int)
+    else:
+        names = sorted({label_name(value) for value in values})
+    if len(names) < 2:
+        raise DataError(f"{train.path}: every example has the label {names[0]!r}; classification needs two or more")
+    return Labels(tuple(names))
+
+
+def _is_number(value, csv_like: bool) -> bool:
+    if csv_like:
+        return bool(STRICT_NUMBER.fullmatch(str(value).strip()))
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def to_examples(split: TextFileSplit, labels: Labels) -> datasets.Dataset:
+    """`text_a`, `text_b`, `label` (when the file has labels) and `index` columns; labels checked against `labels`."""
+    records = {"text_a": split.table[split.text_columns[0]]}
+    if len(split.text_columns) == 2:
+        records["text_b"] = split.table[split.text_columns[1]]
+    records["index"] = [str(row) for row in range(len(split.table))]
+    if split.label_column is not None:
+        values = split.table[split.label_column]
+        if labels.is_regression:
+            converted = []
+            for row, value in enumerate(values):
+                if not _is_number(value, split.is_csv_like):
+                    raise DataError(f"{split.locate(row)}: label {value!r} is not a number")
+                raw = value if split.is_csv_like else repr(float(value))
+                converted.append(parse_score(raw, split.locate(row)))
+        else:
+            ids = {name: index for index, name in enumerate(labels.names)}
+            converted = []
+            for row, value in enumerate(values):
+                name = label_name(value)
+                if name not in ids:
+                    raise DataError(
+                        f"{split.locate(row)}: label {name!r} does not occur in the training file; "
+                        f"its labels are {list(labels.names)}"
+                    )
+                converted.append(ids[name])
+        records["label"] = converted
+    return datasets.Dataset.from_dict(records)
+
+
+def read_text_classification(
+    files: dict[str, str | Path],
+    text_columns: list[str] | None = None,
+    label_column: str = "label",
+    regression: bool | None = None,
+) -> tuple[datasets.DatasetDict, Labels, list[str]]:
+    """Read `train`, `validation` and (optionally) `test` files; returns the examples, the labels inferred from the
+    training file and the text columns used. The test file may lack the label column (then only predictions are
+    written); the other files must have it."""
+    splits = {
+        name: read_split(path, text_columns, label_column, needs_label=name != "test")
+        for name, path in files.items()
+        if path is not None
+    }
+    chosen = splits["train"].text_columns
+    for split in splits.values():
+        if split.text_columns != chosen:
+            raise DataError(f"{split.path}: text columns {split.text_columns} differ from the training file's {chosen}")
+    labels = infer_labels(splits["train"], regression)
+    examples = datasets.DatasetDict({name: to_examples(split, labels) for name, split in splits.items()})
+    return examples, labels, chosen
