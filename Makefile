@@ -12,12 +12,13 @@ EXTRAS ?= tests
 
 .PHONY: demo test test-oldest test-slow lint bench clean
 
-# $(call make-venv,DIRECTORY,EXTRAS): a virtual environment with torch, transformers and hf_roformer[EXTRAS].
+# $(call make-venv,DIRECTORY,EXTRAS): a virtual environment with torch, transformers and hf_roformer[EXTRAS]
+# (pip at its quietest: errors only).
 define make-venv
 	$(PYTHON) -m venv $(1)
-	$(1)/bin/python -m pip install --quiet --upgrade pip
-	$(1)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(1)/bin/python -m pip install --quiet "$(TRANSFORMERS_SPEC)" -e ".[$(2)]"
+	$(1)/bin/python -m pip install --quiet --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet --quiet "$(TORCH_SPEC)"
+	$(1)/bin/python -m pip install --quiet --quiet "$(TRANSFORMERS_SPEC)" -e ".[$(2)]"
 	touch $(1)/.installed
 endef
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer.training.demo import run_demo, split_reviews  # noqa: E402
+from hf_roformer.training.demo import DEMO_MAX_LENGTH, run_demo, split_reviews  # noqa: E402
 
 
 def tensor_bytes(value) -> int:
@@ -100,7 +100,7 @@ def main() -> None:
     labels = torch.tensor([label for _, label in test])
     texts = [text for text, _ in test]
     batches = [
-        tokenizer(texts[i : i + 128], padding=True, truncation=True, max_length=64, return_tensors="pt")
+        tokenizer(texts[i : i + 128], padding=True, truncation=True, max_length=DEMO_MAX_LENGTH, return_tensors="pt")
         for i in range(0, len(texts), 128)
     ]
     results = {}
@@ -139,7 +139,7 @@ def main() -> None:
     markdown = (
         f"# Quantized and half-precision inference (demo sentiment model)\n\nMachine: {machine['cpu']}, torch "
         f"{machine['torch']}, transformers {machine['transformers']}, {args.threads} CPU threads, {machine['date']}. "
-        f"{len(texts):,} held-out reviews, batches of 128, max length 64.\n\n"
+        f"{len(texts):,} held-out reviews, batches of 128, max length {DEMO_MAX_LENGTH} (as the demo trains).\n\n"
         + benchlib.markdown_table(
             [
                 "weights",

@@ -246,7 +246,7 @@ def test_text_classification_regression_from_json_lines(tiny_checkpoint, tmp_pat
     )  # fmt: skip
     assert {"eval_pearson", "eval_spearmanr", "eval_mse", "test_mse"} <= metrics.keys()
     config = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert config["num_labels"] == 1 and config["problem_type"] == "regression"
+    assert len(config["id2label"]) == 1 and config["problem_type"] == "regression"
     lines = (tmp_path / "out" / "test_predictions.tsv").read_text().splitlines()
     assert (
         lines[0] == "index\tprediction"

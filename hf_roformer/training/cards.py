@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import huggingface_hub
-from huggingface_hub import ModelCard
+from huggingface_hub import EvalResult, ModelCard
 
 from ..model_card_hf_roformer import add_card_metadata
 from ..pretrained import SHIPPED_PREFIX, is_shipped_name
@@ -58,10 +58,13 @@ def write_fine_tuning_card(
     from_scratch: bool = False,
     architecture_of: str | None = None,
     note: str | None = None,
+    results: dict[str, float] | None = None,
 ) -> Path:
     """Write `README.md` in the Trainer's output directory: transformers' card (results, hyper-parameters, training
     curve) with `base_model` only for a Hub base, the base named in the text, the model's Hub metadata, and `note` (a
-    paragraph) after the first sentence."""
+    paragraph) after the first sentence. `results` (metric name -> value on the evaluation set) become the card's
+    `model-index`: transformers keeps only metrics named like its own list (accuracy, f1, ...) and drops the rest
+    (CAIL2019-SCM's triplet accuracy left `results: []`)."""
     model = trainer.model
     trainer.create_model_card(
         language=language,
@@ -83,6 +86,20 @@ def write_fine_tuning_card(
     if note:
         text = re.sub(r"\n(It achieves|\n## Model description)", lambda m: f"\n\n{note}\n{m.group(0)}", text, count=1)
     card.text = text
+    if results:
+        card.data.model_name = card.data.model_name or model_name or output_dir.name
+        card.data.eval_results = [
+            EvalResult(
+                task_type="text-classification",
+                dataset_type=dataset_tags,
+                dataset_name=dataset,
+                dataset_config=dataset_args,
+                metric_type=name,
+                metric_value=value,
+                metric_name=name.replace("_", " ").capitalize(),
+            )
+            for name, value in results.items()
+        ]
     if not hub_dataset:
         card.data.datasets = None
     if from_scratch or hub_base_model(base) is None:
@@ -104,3 +121,16 @@ def push_with_model_card(trainer, write_card) -> None:
             token=trainer.args.hub_token,
             commit_message="Model card",
         )
+
+
+NOT_METRICS = ("loss", "runtime", "samples_per_second", "steps_per_second", "epoch")
+
+
+def evaluation_results(metrics: dict[str, float], prefix: str = "eval") -> dict[str, float]:
+    """The metrics of one evaluation (`eval_accuracy` -> `accuracy`), without its loss and timings."""
+    start = prefix + "_"
+    return {
+        name.removeprefix(start): value
+        for name, value in metrics.items()
+        if name.startswith(start) and name.removeprefix(start) not in NOT_METRICS
+    }

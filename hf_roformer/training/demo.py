@@ -179,6 +179,7 @@ def run_demo(
         from_scratch=from_scratch,
         architecture_of=checkpoint.name,
         note=note,
+        results={"accuracy": accuracy},
     )
     print(f"saved model, tokenizer and model card to {output_dir}/")
 

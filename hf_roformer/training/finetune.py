@@ -36,7 +36,7 @@ from transformers.hf_argparser import string_to_bool
 from hf_roformer_cli import unknown_choice
 
 from ..pretrained import resolve_checkpoint
-from .cards import push_with_model_card, write_fine_tuning_card
+from .cards import evaluation_results, push_with_model_card, write_fine_tuning_card
 from .checkpoints import SaveAfterEpochEnd, read_finished, resume_checkpoint, write_finished
 from .data import (
     GLUE_TASKS,
@@ -367,7 +367,8 @@ def fine_tune(
         report(command, task, model_args, trainer, phases, trained)
 
     def write_card():
-        return write_fine_tuning_card(trainer, model_args.model_name_or_path, **task.card)
+        results = evaluation_results(metrics)
+        return write_fine_tuning_card(trainer, model_args.model_name_or_path, results=results, **task.card)
 
     if trained and trainer.is_world_process_zero():
         write_card()
