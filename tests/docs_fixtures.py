@@ -1,14 +1,23 @@
 """Tiny stand-ins, in a page's scratch directory, for the external files its code blocks name: what a reader brings
-(data in published formats, the original checkpoints), made small so the documented commands run in seconds.
+(data in published formats, a corpus), made small so the documented commands run in seconds.
 
 Every page also finds `tests/fixtures/` of the repository at the same relative path, as a reader running the blocks
 from a clone does (the test vocabularies and the original checkpoints written by bert4keras live there).
 """
 
+import json
 from pathlib import Path
 
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+REVIEWS = [
+    ("这家餐厅的菜很好吃，服务也周到", "正面"),
+    ("等了一个小时才上菜，太失望了", "负面"),
+    ("房间干净，位置方便，下次还来", "正面"),
+    ("质量太差，用了两天就坏了", "负面"),
+    ("物流很快，包装完好，推荐", "正面"),
+    ("客服态度恶劣，再也不买了", "负面"),
+]
 
 
 def prepare_fixtures(page_name: str, directory: Path) -> None:
@@ -20,4 +29,30 @@ def prepare_fixtures(page_name: str, directory: Path) -> None:
         builder(directory)
 
 
-FIXTURES: dict = {}
+def fine_tuning_data(directory: Path) -> None:
+    """glue_data/MRPC (published layout), train/dev/test.csv and train/dev.jsonl (Chinese reviews), cail/."""
+    from test_finetune import make_glue
+
+    make_glue(directory / "glue_data", "mrpc", examples=24)
+    rows = "".join(f"{text},{label}\n" for text, label in REVIEWS)
+    for name in ("train.csv", "dev.csv", "test.csv"):
+        (directory / name).write_text("sentence,label\n" + rows, encoding="utf-8")
+    for name in ("train.jsonl", "dev.jsonl"):
+        lines = [json.dumps({"text": text, "label": label}, ensure_ascii=False) for text, label in REVIEWS]
+        (directory / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (directory / "cail").mkdir()
+    for split in ("train", "valid", "test"):
+        records = [{"A": "原告诉称被告欠款", "B": "被告拖欠货款", "C": "双方离婚纠纷", "label": "B"}] * 3
+        records += [{"A": "原告要求离婚", "B": "借款合同纠纷", "C": "夫妻感情破裂", "label": "C"}] * 3
+        text = "\n".join(json.dumps(record, ensure_ascii=False) for record in records) + "\n"
+        (directory / "cail" / f"{split}.json").write_text(text, encoding="utf-8")
+
+
+def pre_training_corpus(directory: Path) -> None:
+    """corpus.txt: 200 People's Daily documents, one per line."""
+    from hf_roformer.training.corpus import peoples_daily_documents
+
+    (directory / "corpus.txt").write_text("\n".join(peoples_daily_documents()[:200]) + "\n", encoding="utf-8")
+
+
+FIXTURES = {"fine-tuning.md": fine_tuning_data, "pre-training.md": pre_training_corpus}

