@@ -104,3 +104,12 @@ def test_tokenizer_truncates_at_the_trained_length(tokenizer, model):
     """`model_max_length` is the model's trained length, so `truncation=True` alone cuts a long text to it."""
     assert tokenizer.model_max_length == model.config.max_position_embeddings == 512
     assert len(tokenizer("今" * 2000, truncation=True)["input_ids"]) == 512
+
+
+def test_shipped_name_resolves_locally_and_other_names_pass_through():
+    from hf_roformer.pretrained import resolve_checkpoint
+
+    assert resolve_checkpoint("shipped:roformer-zh-char-small") == str(CHECKPOINT)
+    assert resolve_checkpoint("junnyu/roformer_chinese_base") == "junnyu/roformer_chinese_base"
+    with pytest.raises(FileNotFoundError, match="no shipped checkpoint 'roformer-base'"):
+        resolve_checkpoint("shipped:roformer-base")

@@ -174,9 +174,12 @@ def test_two_stage_run_resumes_from_its_checkpoint(tmp_path):
     assert json.loads((output / "config.json").read_text())["max_position_embeddings"] == 64
     uninterrupted = load_file(output / "model.safetensors")
 
+    # What a crash in stage 2 after its checkpoint at step 2 leaves: no stage-2 or run marker, no later files.
     shutil.rmtree(second / "final")
     shutil.rmtree(second / "checkpoint-4")
-    (output / "model.safetensors").unlink()
+    for marker in (second / "finished.json", output / "finished.json", output / "model.safetensors"):
+        marker.unlink()
+    assert (first / "finished.json").exists()
     stage_one = (first / "final" / "model.safetensors").stat().st_mtime
     main(["--output_dir", str(output), *SMOKE])
     assert (first / "final" / "model.safetensors").stat().st_mtime == stage_one  # not retrained
