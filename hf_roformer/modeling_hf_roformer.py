@@ -207,9 +207,10 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         self, hidden_states: torch.Tensor, plan: BatchPlan, past_key_values: Cache | None = None, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights."""
-        query = self.split_heads(self.query, hidden_states)
-        key = self.split_heads(self.key, hidden_states)
-        value = self.split_heads(self.value, hidden_states)
+        heads = (*hidden_states.shape[:-1], -1, self.head_dim)
+        query = self.query(hidden_states).view(heads).transpose(1, 2)
+        key = self.key(hidden_states).view(heads).transpose(1, 2)
+        value = self.value(hidden_states).view(heads).transpose(1, 2)
         cache = self_attention_cache(past_key_values)
         if isinstance(plan.rotation, PerQueryRotation):
             output, weights = self._attend_rotating_per_query(query, key, value, plan, cache, **kwargs)
