@@ -109,12 +109,26 @@ def accelerator_operator_counts(call) -> dict:
         input_checks_hf_roformer.reads_values_on_host = reads
 
 
+def best_times(calls: dict, rounds: int, calls_per_round: int) -> dict:
+    """Thread CPU seconds per call of each callable: the best of `rounds` rounds that interleave the callables (so
+    drifting load hits all alike), each round timing `calls_per_round` calls."""
+    best = {key: float("inf") for key in calls}
+    for _ in range(rounds):
+        for key, call in calls.items():
+            start = time.thread_time()
+            for _ in range(calls_per_round):
+                call()
+            best[key] = min(best[key], (time.thread_time() - start) / calls_per_round)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--length", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--calls", type=int, default=50, help="forwards per round")
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--calls", type=int, default=20, help="forwards per round")
+    parser.add_argument("--passes", type=int, default=5, help="independent measurements; ratios are their median")
     args = parser.parse_args()
     torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()
@@ -123,27 +137,27 @@ def main() -> None:
     kinds = ("hf_roformer", "bert_sdpa")
     calls = {(kind, case): forward_call(kind, case, args.batch, args.length) for kind in kinds for case in cases}
     operators = {key: accelerator_operator_counts(call) for key, call in calls.items()}
-    best = {key: float("inf") for key in calls}
     for call in calls.values():  # warm up
         for _ in range(5):
             call()
-    for _ in range(args.rounds):  # rounds interleave the models, so drifting load hits both alike
-        for key, call in calls.items():
-            start = time.thread_time()
-            for _ in range(args.calls):
-                call()
-            best[key] = min(best[key], (time.thread_time() - start) / args.calls)
+    passes = [best_times(calls, args.rounds, args.calls) for _ in range(args.passes)]
+    best = {key: min(times[key] for times in passes) for key in calls}
+    ratios = {
+        case: sorted(times[("hf_roformer", case)] / times[("bert_sdpa", case)] for times in passes) for case in cases
+    }
 
     rows, results = [], []
     for case in cases:
         ours, bert = best[("hf_roformer", case)], best[("bert_sdpa", case)]
+        median = ratios[case][len(ratios[case]) // 2]
         our_ops, bert_ops = operators[("hf_roformer", case)], operators[("bert_sdpa", case)]
         results.append(
             {
                 "case": case,
                 "hf_roformer_us": ours * 1e6,
                 "bert_sdpa_us": bert * 1e6,
-                "time_ratio": ours / bert,
+                "time_ratio_median": median,
+                "time_ratios": ratios[case],
                 "hf_roformer_ops": our_ops["total"],
                 "bert_sdpa_ops": bert_ops["total"],
                 "hf_roformer_sync_ops": our_ops["syncs"],
@@ -155,7 +169,7 @@ def main() -> None:
                 case,
                 f"{ours * 1e6:.0f}",
                 f"{bert * 1e6:.0f}",
-                f"{ours / bert:.3f}x",
+                f"{median:.3f}x ({ratios[case][0]:.3f}-{ratios[case][-1]:.3f})",
                 f"{our_ops['total']} / {bert_ops['total']}",
                 f"{sum(our_ops['syncs'].values())} / {sum(bert_ops['syncs'].values())}",
             ]
@@ -163,12 +177,21 @@ def main() -> None:
     info = benchlib.machine_info(torch.device("cpu"))
     payload = {"machine": info, "size": SIZE, "batch": args.batch, "length": args.length, "results": results}
     table = benchlib.markdown_table(
-        ["input", "hf_roformer µs", "BERT-SDPA µs", "time ratio", "aten ops hf / BERT", "sync-forcing ops hf / BERT"],
+        [
+            "input",
+            "hf_roformer µs",
+            "BERT-SDPA µs",
+            "time ratio: median (range)",
+            "aten ops hf / BERT",
+            "sync-forcing ops hf / BERT",
+        ],
         rows,
     )
     markdown = (
         f"# Host work per forward (CPU, one thread)\n\n{info}\n\n12 layers x width 64, batch {args.batch} x "
-        f"{args.length} tokens; best of {args.rounds} interleaved rounds of {args.calls} forwards.\n\n{table}"
+        f"{args.length} tokens. Each of {args.passes} passes takes, per model, the best of {args.rounds} interleaved "
+        f"rounds of {args.calls} forwards (thread CPU time); µs: the best pass; ratio: the median of the passes' ratios and "
+        f"their range.\n\n{table}"
     )
     benchlib.write_results("host_overhead_cpu", payload, markdown)
     print(markdown)

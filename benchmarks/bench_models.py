@@ -320,6 +320,7 @@ def to_markdown(payload: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
+    parser.add_argument("--repeats", type=int, help="timed rounds per shape (default: the preset's)")
     parser.add_argument("--compile", choices=["default", "reduce-overhead", "max-autotune"], help="compile mode")
     parser.add_argument("--memory-probe", nargs=4, metavar=("MODE", "MODEL", "BATCH", "LENGTH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -327,6 +328,8 @@ def main() -> None:
         mode, kind, batch, length = args.memory_probe
         print(memory_probe(args.preset, mode, kind, int(batch), int(length)))
         return
+    if args.repeats:
+        PRESETS[args.preset]["repeats"] = args.repeats
     if args.compile:
         payload = run_compiled(args.preset, args.compile)
         name = f"models_{args.preset}_compiled_{args.compile.replace('-', '_')}"
