@@ -190,8 +190,8 @@ def main() -> None:
     markdown = (
         f"# Host work per forward (CPU, one thread)\n\n{info}\n\n12 layers x width 64, batch {args.batch} x "
         f"{args.length} tokens. Each of {args.passes} passes takes, per model, the best of {args.rounds} interleaved "
-        f"rounds of {args.calls} forwards (thread CPU time); µs: the best pass; ratio: the median of the passes' ratios and "
-        f"their range.\n\n{table}"
+        f"rounds of {args.calls} forwards (thread CPU time); µs: the best pass; ratio: the median of the passes' "
+        f"ratios and their range.\n\n{table}"
     )
     benchlib.write_results("host_overhead_cpu", payload, markdown)
     print(markdown)
