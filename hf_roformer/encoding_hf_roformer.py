@@ -16,6 +16,7 @@ Hub-bound: copied next to saved tokenizers; imports only the standard library, `
 """
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress
@@ -30,6 +31,8 @@ from .text_rules_hf_roformer import basic_split, normalize_with_alignment
 
 try:
     import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # its dictionary loading prints progress lines on the first segmentation
 except ImportError:  # only word-level tokenizers segmenting with jieba need it
     jieba = None
 try:
