@@ -16,6 +16,7 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
+from transformers.loss.loss_utils import fixed_cross_entropy
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPoolingAndCrossAttentions,
@@ -700,6 +701,19 @@ def flatten_choices(shape, input_ids, attention_mask, token_type_ids, position_i
     return tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
 
 
+def with_labelled_token_count(labels: torch.Tensor, kwargs: dict, ignore_index: int = -100) -> dict:
+    """`kwargs` for transformers' token losses with `num_items_in_batch` set to the labelled tokens, at least 1.
+
+    The loss stays the mean over labelled tokens (or the Trainer's count across accumulated batches), but a batch
+    without any labelled token gives 0 and no gradient instead of 0/0 = NaN, which would poison the weights.
+    """
+    count = kwargs.get("num_items_in_batch")
+    if count is None:
+        count = (labels != ignore_index).sum()
+    count = count.clamp(min=1) if torch.is_tensor(count) else max(count, 1)
+    return {**kwargs, "num_items_in_batch": count}
+
+
 class HfRoFormerTaskModel(HfRoFormerPreTrainedModel):
     """The skeleton of the heads that map the encoder output to logits and take `labels`: encode, `logits`, `loss`.
 
@@ -775,7 +789,8 @@ class HfRoFormerForMaskedLM(HfRoFormerTiedLMHeadMixin, HfRoFormerTaskModel):
         return self.cls(sequence_output)
 
     def loss(self, logits, labels, **kwargs):
-        """Masked-LM cross-entropy (-100 = ignored)."""
+        """Masked-LM cross-entropy (-100 = ignored); 0 for a batch without labelled tokens."""
+        kwargs = with_labelled_token_count(labels, kwargs)
         return self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
 
     def check_labels(self, labels, batch, length):
@@ -849,7 +864,9 @@ class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel
         logits = self.cls(outputs.last_hidden_state[:, kept, :])
         loss = None
         if labels is not None:
-            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+            shifted = kwargs.get("shift_labels", labels[:, 1:])
+            loss_kwargs = with_labelled_token_count(shifted, kwargs)
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **loss_kwargs)
         return CausalLMOutputWithCrossAttentions(
             loss=loss,
             logits=logits,
@@ -996,13 +1013,25 @@ class HfRoFormerForTokenClassification(HfRoFormerTaskModel):
         return self.classifier(self.dropout(sequence_output))
 
     def loss(self, logits, labels, **kwargs):
-        """Cross-entropy over tokens (-100 = ignored)."""
-        return self.loss_function(logits, labels, self.config, **kwargs)
+        """Cross-entropy over tokens (-100 = ignored); 0 for a batch without labelled tokens."""
+        return self.loss_function(logits, labels, self.config, **with_labelled_token_count(labels, kwargs))
 
     def check_labels(self, labels, batch, length):
         """One class index (or -100) per input token."""
         num_labels = self.config.num_labels
         check_labels("labels", labels, kind="integer", shape=(batch, length), high=num_labels, ignore_index=True)
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions) -> torch.Tensor:
+    """transformers' question-answering loss (positions past the input ignored), each cross-entropy a mean over the
+    answers inside the input, 0 where there are none."""
+    ignored = start_logits.size(1)
+    losses = []
+    for logits, positions in ((start_logits, start_positions), (end_logits, end_positions)):
+        positions = positions.reshape(-1).to(logits.device).clamp(0, ignored)
+        count = with_labelled_token_count(positions, {}, ignore_index=ignored)["num_items_in_batch"]
+        losses.append(fixed_cross_entropy(logits, positions, count, ignore_index=ignored))
+    return (losses[0] + losses[1]) / 2
 
 
 class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
@@ -1024,7 +1053,8 @@ class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
         end_positions: TokenIds = None, **kwargs,
     ) -> QuestionAnsweringModelOutput:
         """Span logits; with `start_positions` and `end_positions` also the mean of the two cross-entropies, a softmax
-        over every position (padding included, as transformers' models compute it)."""
+        over every position (padding included, as transformers' models compute it). Positions past the input are
+        ignored, as transformers does; a batch whose answers all lie past it gives loss 0 instead of NaN."""
         training_span = start_positions is not None and end_positions is not None
         inputs = check_ids_or_embeds(input_ids, inputs_embeds)
         if training_span:  # positions past the input are ignored, as transformers does
@@ -1040,7 +1070,7 @@ class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(-1)
         loss = None
         if training_span:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
         return QuestionAnsweringModelOutput(
             loss=loss,
             start_logits=start_logits.contiguous(),

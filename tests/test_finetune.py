@@ -373,7 +373,7 @@ def test_torchrun_two_processes_matches_one_process(tiny_checkpoint, tmp_path):
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT)
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533", str(script),
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
         *glue_argv(tiny_checkpoint, data, tmp_path / "ddp", "sst2", *steps, "--per_device_train_batch_size", "4",
                    "--ddp_backend", "gloo"),
     ]  # fmt: skip

@@ -2,6 +2,7 @@
 `ValueError`/`TypeError` that names the argument at fault; no other exception, and no bad input accepted."""
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -53,7 +54,18 @@ def valid_inputs(head: str, rng: random.Random) -> dict:
         inputs["position_ids"] = (torch.arange(length) + offset).expand(*((rows,) + shape[1:-1]), length).clone()
     if rng.random() < 0.6:
         inputs.update(valid_labels(head, batch, length, generator))
+        if rng.random() < 0.15:  # nothing labelled: the loss must still be finite
+            ignore_every_label(head, inputs)
     return inputs
+
+
+def ignore_every_label(head: str, inputs: dict) -> None:
+    """Mark every label of `inputs` as ignored, where the head has such a label (-100, or an answer past the input)."""
+    if head in ("masked_lm", "causal_lm", "token"):
+        inputs["labels"] = torch.full_like(inputs["labels"], -100)
+    elif head == "question_answering":
+        past_the_input = torch.full_like(inputs["start_positions"], inputs["input_ids"].shape[-1] + 3)
+        inputs["start_positions"], inputs["end_positions"] = past_the_input, past_the_input.clone()
 
 
 def valid_labels(head: str, batch: int, length: int, generator) -> dict:
@@ -226,3 +238,104 @@ def test_numpy_ids_are_refused_with_a_hint():
     model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
     with pytest.raises(TypeError, match="`input_ids` must be a torch.Tensor, got ndarray.*return_tensors='pt'"):
         model(input_ids=np.array([[1, 2, 3]]))
+
+
+def exact(message: str) -> str:
+    """A `pytest.raises` pattern matching `message` and nothing else."""
+    return "^" + re.escape(message) + "$"
+
+
+INPUT_MISTAKES = {
+    # the examples the input checks were written for, each with the whole message it gives
+    "batch of 0 rows": (
+        "base", {"input_ids": torch.zeros(0, 7, dtype=torch.long)}, ValueError,
+        "Nothing to encode: `input_ids` has shape (0, 7); pass at least one row of at least one token.",
+    ),
+    "sequences of 0 tokens": (
+        "base", {"input_ids": torch.zeros(2, 0, dtype=torch.long)}, ValueError,
+        "Nothing to encode: `input_ids` has shape (2, 0); pass at least one row of at least one token.",
+    ),
+    "1-D ids": (
+        "base", {"input_ids": torch.tensor([1, 2, 3])}, ValueError,
+        "`input_ids` must have 2 dimensions, got shape (3,).",
+    ),
+    "ids as a list": (
+        "base", {"input_ids": [[1, 2, 3]]}, TypeError,
+        "`input_ids` must be a torch.Tensor, got list; tokenizers return tensors with `return_tensors='pt'`.",
+    ),
+    "multiple choice without ids or embeddings": (
+        "multiple_choice", {}, ValueError, "Pass exactly one of `input_ids` and `inputs_embeds`.",
+    ),
+    "mask of the wrong shape": (
+        "base", {"attention_mask": torch.ones(2, 6)}, ValueError,
+        "`attention_mask` has shape (2, 6), expected (2, 7): one entry per token, 1 for real tokens and 0 for padding.",
+    ),
+    "mask value 2": (
+        "base", {"attention_mask": torch.full((2, 7), 2)}, ValueError,
+        "`attention_mask` contains 2; use 1 for real tokens and 0 for padding.",
+    ),
+    "token types of the wrong shape": (
+        "base", {"token_type_ids": torch.zeros(2, 8, dtype=torch.long)}, ValueError,
+        "`token_type_ids` has shape (2, 8), expected (2, 7).",
+    ),
+    "token type past the type vocabulary": (
+        "base", {"token_type_ids": torch.full((2, 7), 5)}, ValueError,
+        "`token_type_ids` contains 5, outside the valid range [0, 1] given by `type_vocab_size`=2; check that the "
+        "tokenizer (or segment ids) match the model.",
+    ),
+    "positions for 3 rows": (
+        "base", {"position_ids": torch.zeros(3, 7, dtype=torch.long)}, ValueError,
+        "`position_ids` has shape (3, 7), expected (2, 7) or (1, 7) (one row of positions for every row of the batch).",
+    ),
+    "token labels of the wrong shape": (
+        "token", {"labels": torch.zeros(2, 6, dtype=torch.long)}, ValueError,
+        "`labels` has shape (2, 6), expected (2, 7).",
+    ),
+    "token label past the classes": (
+        "token", {"labels": torch.full((2, 7), 3)}, ValueError,
+        "`labels` contains 3; labels must lie in [0, 2] or -100 (ignored).",
+    ),
+    "sentence label past the classes": (
+        "sequence_single", {"labels": torch.tensor([0, 7])}, ValueError,
+        "`labels` contains 7; labels must lie in [0, 2].",
+    ),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(INPUT_MISTAKES))
+def test_input_mistakes_give_exact_messages(mistake):
+    head, arguments, error, message = INPUT_MISTAKES[mistake]
+    model = heads()[head]
+    inputs = {"input_ids": torch.randint(0, VOCAB, (2, 7), generator=torch.Generator().manual_seed(0))}
+    if head == "multiple_choice":
+        inputs = {}
+    with pytest.raises(error, match=exact(message)):
+        model(**{**inputs, **arguments})
+
+
+@pytest.mark.parametrize("head", ["masked_lm", "causal_lm", "token", "question_answering"])
+def test_a_batch_without_labelled_tokens_gives_zero_loss_and_no_gradient(head):
+    model = heads()[head].train()
+    inputs = {"input_ids": torch.randint(0, VOCAB, (2, 7), generator=torch.Generator().manual_seed(1))}
+    inputs.update(valid_labels(head, 2, 7, torch.Generator().manual_seed(2)))
+    labelled = model(**inputs).loss
+    ignore_every_label(head, inputs)
+    loss = model(**inputs).loss
+    loss.backward()
+    assert labelled > 0 and loss.item() == 0.0
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
+@pytest.mark.parametrize("head", ["masked_lm", "causal_lm", "token"])
+def test_token_losses_are_the_mean_over_labelled_tokens(head):
+    model = heads()[head]
+    inputs = {"input_ids": torch.randint(0, VOCAB, (2, 7), generator=torch.Generator().manual_seed(1))}
+    labels = valid_labels(head, 2, 7, torch.Generator().manual_seed(2))["labels"]
+    labels[1, 3:] = -100
+    with torch.no_grad():
+        output = model(**inputs, labels=labels)
+    logits, targets = output.logits, labels
+    if head == "causal_lm":
+        logits, targets = logits[:, :-1], labels[:, 1:]
+    expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+    torch.testing.assert_close(output.loss, expected, rtol=1e-6, atol=0)

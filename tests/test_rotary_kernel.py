@@ -76,6 +76,28 @@ def test_low_precision_within_rounding_of_float32(dtype):
     assert tensors[0].grad.dtype == dtype and torch.isfinite(tensors[0].grad).all()
 
 
+@pytest.mark.parametrize("with_value", [False, True])
+def test_in_place_inference_overwrites_the_inputs_with_the_reference(with_value):
+    """Inference rotates the fresh projections where they lie (strided views included); with autograd recording, the
+    same call leaves its inputs alone and returns new tensors."""
+    batch, seq, heads, dim = SHAPES[0]
+    cos, sin = angles(batch, seq, dim)
+    tensors = [tensor.detach() for tensor in projections(batch, seq, heads, dim, torch.float32, 3 if with_value else 2)]
+    references = [rotate_interleaved(tensor, cos, sin) for tensor in tensors]
+    with torch.no_grad():
+        outputs = rotary_kernels_hf_roformer.rotate_with_kernel(tensors, cos, sin, in_place=True)
+    for output, tensor, reference in zip(outputs, tensors, references, strict=True):
+        assert output.data_ptr() == tensor.data_ptr() and output.stride() == tensor.stride()
+        torch.testing.assert_close(tensor, reference, atol=1e-6, rtol=0)
+    recorded = projections(batch, seq, heads, dim, torch.float32, 2)
+    before = [tensor.detach().clone() for tensor in recorded]
+    outputs = rotary_kernels_hf_roformer.rotate_with_kernel(recorded, cos, sin, in_place=True)
+    for output, tensor, kept in zip(outputs, recorded, before, strict=True):
+        assert output.data_ptr() != tensor.data_ptr()
+        torch.testing.assert_close(tensor.detach(), kept, atol=0, rtol=0)
+        torch.testing.assert_close(output.detach(), rotate_interleaved(kept, cos, sin), atol=1e-6, rtol=0)
+
+
 def test_model_with_the_kernel_equals_the_reference_path(monkeypatch, batch):
     """The model dispatches rotations to the kernel (forced here for CPU tensors) with identical outputs and grads."""
     torch.manual_seed(0)
