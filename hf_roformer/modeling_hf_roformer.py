@@ -701,15 +701,18 @@ def flatten_choices(shape, input_ids, attention_mask, token_type_ids, position_i
     return tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
 
 
-def with_labelled_token_count(labels: torch.Tensor, kwargs: dict, ignore_index: int = -100) -> dict:
-    """`kwargs` for transformers' token losses with `num_items_in_batch` set to the labelled tokens, at least 1.
+def labelled_token_count(labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+    """How many labels are not ignored, at least 1: a summed loss divided by it is their mean, and 0 (not 0/0 = NaN,
+    which would poison the weights) when nothing is labelled. A device tensor, so no host sync."""
+    return (labels != ignore_index).sum().clamp(min=1)
 
-    The loss stays the mean over labelled tokens (or the Trainer's count across accumulated batches), but a batch
-    without any labelled token gives 0 and no gradient instead of 0/0 = NaN, which would poison the weights.
-    """
+
+def with_labelled_token_count(labels: torch.Tensor, kwargs: dict) -> dict:
+    """`kwargs` for transformers' token losses with `num_items_in_batch` at least 1: the labelled tokens of `labels`
+    (-100 ignored) unless the Trainer passed its count across accumulated batches."""
     count = kwargs.get("num_items_in_batch")
     if count is None:
-        count = (labels != ignore_index).sum()
+        count = labelled_token_count(labels)
     count = count.clamp(min=1) if torch.is_tensor(count) else max(count, 1)
     return {**kwargs, "num_items_in_batch": count}
 
@@ -1029,7 +1032,7 @@ def span_loss(start_logits, end_logits, start_positions, end_positions) -> torch
     losses = []
     for logits, positions in ((start_logits, start_positions), (end_logits, end_positions)):
         positions = positions.reshape(-1).to(logits.device).clamp(0, ignored)
-        count = with_labelled_token_count(positions, {}, ignore_index=ignored)["num_items_in_batch"]
+        count = labelled_token_count(positions, ignore_index=ignored)
         losses.append(fixed_cross_entropy(logits, positions, count, ignore_index=ignored))
     return (losses[0] + losses[1]) / 2
 
