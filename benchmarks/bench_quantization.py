@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer.training.demo import DEMO_MAX_LENGTH, run_demo, split_reviews  # noqa: E402
+from hf_roformer.apps.demo import DEMO_MAX_LENGTH, run_demo, split_reviews  # noqa: E402
 
 
 def tensor_bytes(value) -> int:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer.similar_sentences import generate_candidates, rank_candidates, sentence_encoder  # noqa: E402
+from hf_roformer.apps.similar_sentences import generate_candidates, rank_candidates, sentence_encoder  # noqa: E402
 
 
 SIZE = dict(vocab_size=12000, hidden_size=384, num_hidden_layers=6, num_attention_heads=6, intermediate_size=1536)

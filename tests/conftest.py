@@ -2,9 +2,6 @@
 
 import math
 import os
-import subprocess
-import sys
-import textwrap
 
 import torch
 
@@ -117,40 +114,22 @@ def assert_left_padded_generation_matches(model, prompts: list[torch.Tensor], st
         assert batched[row, width:].tolist() == alone[0, len(prompt) :].tolist()
 
 
-# A preamble that makes `hf_roformer` unimportable, and checks it is, so a script proves remote code works alone.
-WITHOUT_THE_PACKAGE = textwrap.dedent(
-    """
-    import importlib.abc, sys
-
-    class RefuseHfRoFormer(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_roformer" or name.startswith("hf_roformer."):
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked for this test)")
-            return None
-
-    sys.meta_path.insert(0, RefuseHfRoFormer())
-    try:
-        import hf_roformer  # noqa: F401
-        raise SystemExit("hf_roformer is importable; the test would prove nothing")
-    except ModuleNotFoundError:
-        pass
-    """
-)
-
-
 def run_without_the_package(tmp_path, body: str, *args, timeout: int = 300) -> None:
     """Run the Python source `body` with `args` in a fresh interpreter that cannot import hf_roformer (offline, its
     own remote-code module cache, working directory `tmp_path`); fail with its stderr if it fails."""
-    script = tmp_path / "without_the_package.py"
-    script.write_text(WITHOUT_THE_PACKAGE + textwrap.dedent(body))
-    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    env.pop("PYTHONPATH", None)
-    result = subprocess.run(
-        [sys.executable, script.name, *map(str, args)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    from hf_roformer.utils.isolation import run_without_the_package as run
+
+    result = run(tmp_path, body, *args, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def cli_failure(capsys, argv: list[str], status: int = 1) -> str:
+    """Run `hf-roformer ARGV` in this process, expecting it to stop with exit `status`; returns what it printed on
+    stderr (the output captured before it is discarded)."""
+    import hf_roformer_cli
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        hf_roformer_cli.main(argv)
+    assert stopped.value.code == status, capsys.readouterr()
+    return capsys.readouterr().err

@@ -66,20 +66,29 @@ def runnable(page: Path) -> list[Block]:
 
 @dataclass
 class PageRun:
-    """What running a page's blocks gave: the scratch directory, exit status and output of each block."""
+    """What running a page's blocks gave: the scratch directory, exit status, the output of each block, and what each
+    block wrote to stderr (`stderr`: where -> text)."""
 
     page: Path
     directory: Path
     returncode: int
     output: str
+    stderr: dict[str, str]
+
+    def stderr_of(self, contains: str) -> str:
+        """What the one runnable block whose code contains `contains` wrote to stderr."""
+        return self.stderr[self._where(contains)]
+
+    def _where(self, contains: str) -> str:
+        found = [block.where for block in runnable(self.page) if contains in block.code]
+        assert len(found) == 1, f"{self.page.name}: {len(found)} runnable blocks contain {contains!r}"
+        return found[0]
 
     def output_of(self, contains: str) -> str:
         """The output printed by the one runnable block whose code contains `contains`."""
-        found = [block.where for block in runnable(self.page) if contains in block.code]
-        assert len(found) == 1, f"{self.page.name}: {len(found)} runnable blocks contain {contains!r}"
         parts = HEADER.split(self.output)  # [before, where, text, where, text, ...]
         texts = dict(zip(parts[1::2], parts[2::2], strict=True))
-        return texts[found[0]]
+        return texts[self._where(contains)]
 
 
 @functools.cache
@@ -112,4 +121,6 @@ def run_page(name: str) -> PageRun:
         text=True,
         timeout=1200,
     )
-    return PageRun(page, directory, result.returncode, result.stdout)
+    stderr_file = directory / ".docs-stderr.json"
+    stderr = json.loads(stderr_file.read_text(encoding="utf-8")) if stderr_file.exists() else {}
+    return PageRun(page, directory, result.returncode, result.stdout, stderr)

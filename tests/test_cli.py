@@ -1,36 +1,79 @@
-"""The `hf-roformer` command line: the tour, argument parsing before heavy imports, spellings, unknown names."""
+"""The `hf-roformer` command line off its happy path: help that answers at once and tells the truth, mistakes
+refused in one line before anything is read or written (naming the flag), reruns that do what was asked, Ctrl-C that
+says how to resume, and the tour."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
+import torch
+from conftest import cli_failure
+from safetensors.torch import load_file
+from test_finetune import ASCII, make_glue
 
-from hf_roformer.cli import main
-
-
-def test_tour_runs_end_to_end(capsys):
-    main(["tour"])
-    output = capsys.readouterr().out
-    assert "max |logit diff|" in output
-    assert "fails (IndexError); hf_roformer ran" in output
-    assert "RoFormer encodes positions by rotating" in output.split("greedy generate:")[1]
-    assert "same generation: True" in output
+import hf_roformer
+import hf_roformer_cli
+from hf_roformer_cli import main
 
 
-def test_unknown_command_is_refused(capsys):
-    with pytest.raises(SystemExit):
-        main(["frobnicate"])
-    assert "invalid choice" in capsys.readouterr().err
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny random masked LM with a char-level tokenizer over ASCII."""
+    path = tmp_path_factory.mktemp("cli-checkpoint")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *ASCII, *("##" + c for c in ASCII if c.isalnum())]
+    tokenizer = hf_roformer.HfRoFormerTokenizer({token: i for i, token in enumerate(vocab)}, word_level=False)
+    torch.manual_seed(0)
+    config = hf_roformer.HfRoFormerConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=64, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+    )  # fmt: skip
+    hf_roformer.HfRoFormerForMaskedLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def glue(tmp_path_factory):
+    return make_glue(tmp_path_factory.mktemp("cli-glue"), "sst2", examples=32)
+
+
+def finetune(checkpoint, glue, output, *extra) -> list[str]:
+    return [
+        "finetune", "glue", "--task_name", "sst2", "--model_name_or_path", str(checkpoint), "--data_dir", str(glue),
+        "--output_dir", str(output), "--max_seq_length", "32", "--num_train_epochs", "2",
+        "--per_device_train_batch_size", "8", "--learning_rate", "1e-3", "--save_strategy", "steps", "--save_steps",
+        "2", "--seed", "3", "--use_cpu", *extra,
+    ]  # fmt: skip
+
+
+def cli(*arguments: str, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`hf-roformer ARGUMENTS` in a fresh interpreter running this checkout."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
+    command = [sys.executable, "-m", "hf_roformer_cli", *arguments]
+    return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
+
+
+# -- help ------------------------------------------------------------------------------------------------------------
 
 
 def test_help_answers_without_importing_torch_or_transformers():
-    """The console script parses its arguments before importing anything heavy: `--help` imports neither torch,
-    transformers nor the hf_roformer package (whose import registers the models)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
+    """The console script parses its arguments before importing anything heavy: `--help` of every command imports
+    neither torch, transformers nor the hf_roformer package (whose import registers the models)."""
     script = (
         "import sys, hf_roformer_cli\n"
-        "for argv in (['--help'], ['demo', '--help'], ['finetune', '--help']):\n"
+        "for argv in (['--help'], ['demo', '--help'], ['finetune', 'glue', '--help'], ['pretrain', 'mlm', '--help'],"
+        " ['convert', '--help']):\n"
         "    try:\n"
         "        hf_roformer_cli.main(argv)\n"
         "    except SystemExit:\n"
@@ -39,17 +82,27 @@ def test_help_answers_without_importing_torch_or_transformers():
         "print('imported:', heavy)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, env={"PYTHONPATH": str(root), "PATH": ""}, capture_output=True,
+        [sys.executable, "-c", script], cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""}, capture_output=True,
         text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "imported: []" in result.stdout and "usage: hf-roformer demo" in result.stdout, result.stdout
 
 
-def test_options_take_underscores_and_dashes():
-    from hf_roformer_cli import build_parser
+def test_help_describes_the_command_and_shows_true_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["finetune", "text-classification", "--help"])
+    text = capsys.readouterr().out
+    assert "Fine-tune on your own labelled texts: CSV, TSV, JSON or JSON-lines files." in text
+    assert "(default: False)" not in text  # no phase or flag claims a default it does not have
+    assert "all run unless some are named with --do_train, --do_eval or --do_predict" in text
+    for shown in ("passes over the training data (default: 3.0)", "(default: 512)", "(default: epoch)"):
+        assert shown in " ".join(text.split()), shown
+    assert 'pip install "hf_roformer[training]"' in text
 
-    parser = build_parser()
+
+def test_options_take_underscores_and_dashes():
+    parser = hf_roformer_cli.build_parser()
     for spelling in ("--output_dir", "--output-dir"):
         assert parser.parse_args(["demo", spelling, "x"]).output_dir == "x"
     for spelling in ("--from_scratch", "--from-scratch"):
@@ -58,9 +111,272 @@ def test_options_take_underscores_and_dashes():
         assert parser.parse_args(["plot", "decay", "--output", "p.png", spelling, "64"]).head_dim == 64
 
 
-def test_unknown_finetune_task_is_refused_with_a_suggestion(capsys):
-    with pytest.raises(SystemExit):
-        main(["finetune", "text-clasification"])
-    error = capsys.readouterr().err
-    assert "unknown finetune task 'text-clasification'. Did you mean 'text-classification'?" in error
-    assert "Valid: glue, text-classification, cail2019-scm." in error and "Traceback" not in error
+def test_unknown_command_and_task_get_one_line_with_a_suggestion(capsys):
+    assert cli_failure(capsys, ["frobnicate"], status=2).startswith("error: argument COMMAND: invalid choice: ")
+    assert cli_failure(capsys, ["finetune", "text-clasification"], status=2) == (
+        "error: argument TASK: invalid choice: 'text-clasification' (choose from 'glue', 'text-classification', "
+        "'cail2019-scm'); did you mean 'text-classification'? (`hf-roformer finetune --help` lists the options)\n"
+    )
+
+
+# -- mistakes: one line, before anything is read or written ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--num_train_epochs", "-1"], "argument --num_train_epochs: -1 must be a positive number"),
+        (["--num_train_epochs", "0"], "argument --num_train_epochs: 0 must be a positive number"),
+        (["--max_steps", "0"], "argument --max_steps: 0 must be a positive integer"),
+        (["--save_steps", "0"], "argument --save_steps: 0 must be a positive integer"),
+        (["--learning_rate", "-0.00002"], "argument --learning_rate: -0.00002 must be a positive number"),
+        (["--learning_rate", "nan"], "argument --learning_rate: nan must be a positive number"),
+        (["--max_seq_length", "0"], "argument --max_seq_length: 0 must be a positive integer"),
+        (["--gradient_accumulation_steps", "x"], "argument --gradient_accumulation_steps: 'x' is not an integer"),
+    ],
+)
+def test_impossible_numbers_are_refused_at_parse_time(extra, message, checkpoint, glue, tmp_path, capsys):
+    output = tmp_path / "out"
+    assert cli_failure(capsys, finetune(checkpoint, glue, output, *extra), status=2) == (
+        f"error: {message} (`hf-roformer finetune glue --help` lists the options)\n"
+    )
+    assert not output.exists()
+
+
+def test_missing_required_option_is_one_line(tmp_path, capsys):
+    argv = ["finetune", "text-classification", "--model", "m", "--train_file", "t.csv", "--output_dir", "o"]
+    assert cli_failure(capsys, argv, status=2) == (
+        "error: the following arguments are required: --validation_file (`hf-roformer finetune text-classification "
+        "--help` lists the options)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"--max_seq_length": "2"},
+            "--max_seq_length 2 is too small: it must hold one token besides 2 special tokens (at least 3)",
+        ),
+        (
+            {"--model_name_or_path": "shipped:roformer-zh-char-smal"},
+            "--model_name_or_path shipped:roformer-zh-char-smal: unknown shipped checkpoint 'roformer-zh-char-smal'. "
+            "Did you mean 'roformer-zh-char-small'? Valid: roformer-zh-char-small.",
+        ),
+        ({"--model_name_or_path": "./my-model"}, "--model_name_or_path ./my-model: no such directory"),
+        ({"--model_name_or_path": "models/a/b"}, "--model_name_or_path models/a/b: no such directory"),
+        (
+            {"--rope_parameters": "{'rope_type': 'ntk'}"},
+            "--rope_parameters is not valid JSON: Expecting property name enclosed in double quotes",
+        ),
+        (
+            {"--data_dir": "no-such-dir"},
+            "no-such-dir/SST-2/train.tsv: file not found",
+        ),
+    ],
+)
+def test_unusable_arguments_are_refused_before_anything_is_written(change, message, checkpoint, glue, tmp_path, capsys):
+    argv = finetune(checkpoint, glue, tmp_path / "out")
+    for flag, value in change.items():
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    error = cli_failure(capsys, argv)
+    assert error.startswith(f"error: {message}") and error.count("\n") == 1, error
+    assert not (tmp_path / "out").exists()
+
+
+class DeadHub:
+    """A local endpoint that accepts connections and closes them without an answer (a Hub out of reach behind a
+    proxy or firewall), counting them: a client that retries shows up as several connections."""
+
+    def __enter__(self):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.connections = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        return self
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            connection.close()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.getsockname()[1]}"
+
+    def __exit__(self, *exc):
+        self.server.close()
+
+
+def test_hub_id_without_a_hub_is_refused_after_one_request_with_the_offline_setting(checkpoint, glue, tmp_path):
+    """A Hub id that is neither cached nor reachable: one request (no retries), one line naming the offline setting,
+    nothing written; with HF_HUB_OFFLINE set, no connection at all."""
+    argv = finetune(checkpoint, glue, tmp_path / "out")
+    argv[argv.index("--model_name_or_path") + 1] = "someone/roformer-that-is-not-cached"
+    with DeadHub() as hub:
+        cache = {"HF_HOME": str(tmp_path / "hf-home"), "HF_ENDPOINT": hub.endpoint}
+        offline = cli(*argv, cwd=tmp_path, env={**cache, "HF_HUB_OFFLINE": "1"})
+        assert hub.connections == 0
+        assert (offline.returncode, offline.stderr) == (1, (
+            "error: --model_name_or_path someone/roformer-that-is-not-cached: not a local directory, and "
+            "HF_HUB_OFFLINE is set while the Hub cache does not hold it; download it once with network access, or give "
+            "a local directory\n"
+        ))  # fmt: skip
+        unreachable = cli(*argv, cwd=tmp_path, env={**cache, "HF_HUB_OFFLINE": "0"})
+        # One request: the HTTP client reopens a connection dropped before any answer once (2 connections); the
+        # Hub's download retries, which took 72 s, would show as many more.
+        assert hub.connections == 2
+    assert unreachable.returncode == 1 and unreachable.stderr.startswith(
+        "error: --model_name_or_path someone/roformer-that-is-not-cached: not a local directory, and the Hub "
+        f"({hub.endpoint}) cannot be reached to download it ("
+    ), unreachable.stderr
+    assert unreachable.stderr.endswith(
+        "; check the network, or set HF_HUB_OFFLINE=1 to work from local files and the Hub cache only\n"
+    ) and unreachable.stderr.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_to_hub_without_a_hub_is_refused_before_training(checkpoint, glue, tmp_path):
+    argv = finetune(checkpoint, glue, tmp_path / "out", "--push_to_hub")
+    offline = cli(*argv, cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"})
+    assert (offline.returncode, offline.stderr) == (
+        1, "error: --push_to_hub: HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it or drop --push_to_hub\n"
+    )  # fmt: skip
+    with DeadHub() as hub:
+        env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.endpoint}
+        unreachable = cli(*argv, "--hub_token", "hf_x", cwd=tmp_path, env=env)
+    assert unreachable.returncode == 1 and unreachable.stderr.startswith(
+        f"error: --push_to_hub: the Hub ({hub.endpoint}) cannot be reached ("
+    ), unreachable.stderr
+    assert "upload the output directory later with `hf upload`" in unreachable.stderr
+    assert not (tmp_path / "out" / "model.safetensors").exists() and "step " not in unreachable.stdout
+
+
+def test_output_directory_is_never_an_input_nor_someone_elses(checkpoint, glue, tmp_path, capsys):
+    before = {path.name: path.read_bytes() for path in checkpoint.iterdir()}
+    for output, relation in ((checkpoint, "is"), (checkpoint / "run", "lies inside"), (checkpoint.parent, "contains")):
+        argv = finetune(checkpoint, glue, output, "--overwrite_output_dir")
+        assert cli_failure(capsys, argv) == (
+            f"error: --output_dir {output} {relation} the model {checkpoint}; give an output directory apart from the "
+            "inputs\n"
+        )
+    assert {path.name: path.read_bytes() for path in checkpoint.iterdir()} == before
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "todo.txt").write_text("mine")
+    for extra in ([], ["--overwrite_output_dir"]):
+        assert cli_failure(capsys, finetune(checkpoint, glue, foreign, *extra)) == (
+            f"error: --output_dir {foreign} holds files that are not an output of `hf-roformer finetune glue`; give "
+            "another --output_dir (--overwrite_output_dir replaces only an earlier output of this command)\n"
+        )
+    assert [path.name for path in foreign.iterdir()] == ["todo.txt"]
+
+
+# -- reruns ----------------------------------------------------------------------------------------------------------
+
+
+def test_rerun_with_other_arguments_is_refused_and_overwrite_trains_anew(checkpoint, glue, tmp_path, capsys):
+    output = tmp_path / "out"
+    main(finetune(checkpoint, glue, output))
+    first = load_file(output / "model.safetensors")
+    changed = finetune(checkpoint, glue, output, "--learning_rate", "5e-4", "--max_seq_length", "24")
+    assert cli_failure(capsys, changed) == (
+        f"error: --output_dir {output} holds a run of `hf-roformer finetune glue` with other arguments: "
+        "--learning_rate 0.001 -> 0.0005; --max_seq_length 32 -> 24. Pass --overwrite_output_dir to replace it with "
+        "this run, or give another --output_dir\n"
+    )
+    assert load_file(output / "model.safetensors").keys() == first.keys()
+    main([*changed, "--overwrite_output_dir"])
+    out = capsys.readouterr().out
+    assert "fine-tuned" in out and "(8 steps)" in out
+    retrained = load_file(output / "model.safetensors")
+    assert any(not torch.equal(retrained[name], first[name]) for name in first)
+    assert json.loads((output / "hf_roformer_run.json").read_text())["arguments"]["learning_rate"] == 5e-4
+
+
+def test_a_finished_marker_counts_only_while_its_outputs_are_whole(checkpoint, glue, tmp_path, capsys):
+    output = tmp_path / "out"
+    main(finetune(checkpoint, glue, output))
+    weights = load_file(output / "model.safetensors")
+    capsys.readouterr()
+    main(finetune(checkpoint, glue, output))
+    assert "holds this run, finished, with the same arguments: nothing to do" in capsys.readouterr().out
+    (output / "model.safetensors").unlink()
+    main(finetune(checkpoint, glue, output))
+    printed = capsys.readouterr().out
+    assert "nothing to do" not in printed and "resuming from" in printed
+    restored = load_file(output / "model.safetensors")
+    for name, tensor in weights.items():
+        torch.testing.assert_close(restored[name], tensor, rtol=0, atol=0, msg=name)
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_says_where_it_stopped_and_the_rerun_resumes_exactly(checkpoint, glue, tmp_path):
+    """SIGINT after the first checkpoint: one line saying where, exit 130; the same command then resumes and ends with
+    the weights of the run done in one go."""
+    whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
+    steps = ["--max_steps", "200", "--save_steps", "50", "--save_total_limit", "2", "--eval_strategy", "no"]
+
+    def command(output):
+        return finetune(checkpoint, glue, output, *steps)
+
+    assert cli(*command(whole), cwd=tmp_path).returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hf_roformer_cli", *command(interrupted)], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (interrupted / "checkpoint-50" / "trainer_state.json").exists():
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.02)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    match = re.fullmatch(
+        rf"interrupted at step (\d+) of 200; run the same command again to resume from "
+        rf"{re.escape(str(interrupted))}/checkpoint-(\d+)\n",
+        stderr,
+    )
+    assert match and 50 <= int(match[2]) <= int(match[1]) < 200, stderr
+    assert not (interrupted / "finished.json").exists()
+    rerun = cli(*command(interrupted), cwd=tmp_path)
+    assert rerun.returncode == 0 and f"resuming from {interrupted}/checkpoint-{match[2]}" in rerun.stdout, rerun.stderr
+    expected, actual = load_file(whole / "model.safetensors"), load_file(interrupted / "model.safetensors")
+    for name, tensor in expected.items():
+        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+def test_traceback_on_request(checkpoint, glue, tmp_path):
+    argv = finetune(checkpoint, glue, tmp_path / "out")
+    argv[argv.index("--model_name_or_path") + 1] = "./my-model"
+    plain = cli(*argv, cwd=tmp_path)
+    traced = cli(*argv, cwd=tmp_path, env={"HF_ROFORMER_TRACEBACK": "1"})
+    assert plain.stderr == "error: --model_name_or_path ./my-model: no such directory\n"
+    assert "Traceback (most recent call last)" in traced.stderr and "UsageError" in traced.stderr
+
+
+# -- the tour --------------------------------------------------------------------------------------------------------
+
+
+def test_tour_runs_end_to_end_and_its_claims_hold(capsys):
+    main(["tour"])
+    output = capsys.readouterr().out
+    difference = float(output.split("max |logit diff| ")[1].split()[0])
+    assert difference <= 1e-6 and "(the tests require at most 1e-06)" in output
+    assert "fails (IndexError); hf_roformer ran" in output
+    assert "RoFormer encodes positions by rotating" in output.split("greedy generate:")[1]
+    assert "by a process that cannot import hf_roformer, as transformers_modules." in output
+    assert "same generation: True" in output

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from conftest import cli_failure
 
 import hf_roformer
-from hf_roformer.cli import main
 from hf_roformer.conversion import crc32c as crc
 from hf_roformer.conversion.convert import ConversionError, convert_tf_checkpoint, convert_transformers_roformer
 from hf_roformer.conversion.families import RELEASED
@@ -27,6 +27,8 @@ from hf_roformer.conversion.hub import push_folder
 from hf_roformer.conversion.model_card import render_card
 from hf_roformer.conversion.output import REPLACED_MARK, STAGING_MARK
 from hf_roformer.conversion.tf_checkpoint import TABLE_MAGIC, CheckpointError, TFCheckpoint
+from hf_roformer.utils.errors import OutputDirectoryError
+from hf_roformer_cli import main
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "original_checkpoints"
@@ -565,15 +567,18 @@ def test_training_state_is_skipped_and_reported(tmp_path):
 # -- family ------------------------------------------------------------------------------------------------------------
 
 
-def test_family_is_never_guessed(tmp_path):
+def test_family_is_never_guessed(tmp_path, capsys):
     """v1, GPT and Sim hold the same variables: `auto` refuses them unless the directory is named after a release;
     RoFormer-V2 is known by its variables. The report and card say how the family was decided."""
     renamed = tmp_path / "my-encoder"
     shutil.copytree(source("sim"), renamed)
     with pytest.raises(ConversionError, match=r"cannot tell the family .* pass --family v1 .*--family sim"):
         convert_tf_checkpoint(renamed, tmp_path / "out")
-    with pytest.raises(SystemExit, match="pass --family"):
-        main(["convert", str(renamed), str(tmp_path / "out")])
+    assert cli_failure(capsys, ["convert", str(renamed), str(tmp_path / "out")]) == (
+        f"error: {renamed}: cannot tell the family of 'my-encoder': v1, GPT and Sim checkpoints hold the same "
+        "variables and the directory is not named after a release; pass --family v1 (masked LM), --family gpt "
+        "(causal LM) or --family sim (RoFormer-Sim: UniLM mask, linear pooler)\n"
+    )
     assert not (tmp_path / "out").exists()
 
     release = tmp_path / "chinese_roformer-sim-char_L-12_H-768_A-12"
@@ -603,15 +608,16 @@ def test_family_is_never_guessed(tmp_path):
 # -- all or nothing --------------------------------------------------------------------------------------------------
 
 
-def test_output_is_replaced_only_with_force(tmp_path):
+def test_output_is_replaced_only_with_force(tmp_path, capsys):
     output = convert("v2", tmp_path)
     marker = output / "marker.txt"
     marker.write_text("keep me")
-    with pytest.raises(FileExistsError, match="--force"):
+    with pytest.raises(OutputDirectoryError, match="--force"):
         convert("v2", tmp_path)
     assert marker.read_text() == "keep me"
-    with pytest.raises(SystemExit, match="exists; pass --force"):
-        main(["convert", str(source("v2")), str(output)])
+    assert cli_failure(capsys, ["convert", str(source("v2")), str(output)]) == (
+        f"error: {output} holds an earlier conversion; pass --force to replace it\n"
+    )
     broken = fixture_copy("v2", tmp_path / "broken", lambda tensors: tensors.pop("bert/embeddings/word_embeddings"))
     with pytest.raises(ConversionError):
         convert("v2", tmp_path, source_dir=broken, force=True)
@@ -623,8 +629,41 @@ def test_output_is_replaced_only_with_force(tmp_path):
 
 def test_existing_output_is_refused_before_any_work(tmp_path):
     (tmp_path / "out").mkdir()
-    with pytest.raises(FileExistsError, match="exists; pass --force"):
-        convert_tf_checkpoint(tmp_path / "no-such-source", tmp_path / "out", family="v1")
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    for force in (False, True):
+        with pytest.raises(OutputDirectoryError, match="exists and is not an output of hf-roformer convert"):
+            convert_tf_checkpoint(tmp_path / "no-such-source", tmp_path / "out", family="v1", force=force)
+    assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
+
+
+def tree_digest(directory: Path) -> dict[str, bytes]:
+    """Every file under `directory` (relative path -> bytes), to show a command left it byte-identical."""
+    files = sorted(path for path in directory.rglob("*") if path.is_file())
+    return {str(path.relative_to(directory)): path.read_bytes() for path in files}
+
+
+@pytest.mark.parametrize("kind", ["tf", "transformers"])
+def test_no_flag_lets_an_output_overlap_the_source(kind, tmp_path, capsys):
+    """`convert SRC SRC --force`, `convert SRC <parent of SRC> --force` and an output inside the source are refused
+    whatever the flags, before any work: the source (and everything beside it) stays byte-identical."""
+    parent = tmp_path / "checkpoints"
+    if kind == "tf":
+        src = fixture_copy("v1", parent / "chinese_roformer_L-6_H-384_A-6")
+    else:
+        src = parent / "junnyu"
+        transformers.RoFormerForMaskedLM(
+            transformers.RoFormerConfig(vocab_size=76, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=48)  # fmt: skip
+        ).save_pretrained(src)
+    (parent / "other-notes.txt").write_text("beside the source")
+    before = tree_digest(parent)
+    for output, relation in ((src, "is"), (parent, "contains"), (src / "converted", "lies inside")):
+        message = cli_failure(capsys, ["convert", str(src), str(output), "--force"])
+        assert message == (
+            f"error: output directory {output} {relation} the source checkpoint {src}; give an output directory "
+            "apart from the inputs\n"
+        )
+    assert tree_digest(parent) == before
 
 
 @pytest.mark.parametrize(
@@ -653,6 +692,7 @@ def test_full_or_read_only_disk_is_a_clean_error(failing, error, reason, tmp_pat
     output = tmp_path / "out"
     output.mkdir()
     (output / "marker.txt").write_text("keep me")
+    (output / "conversion_report.json").write_text("{}")  # an earlier conversion, which --force may replace
     monkeypatch.setattr(*target, fail)
     with pytest.raises(ConversionError, match=rf"{output}: cannot write .*\({reason}\); nothing was written"):
         convert_tf_checkpoint(source("v2"), output, family="v2", force=True)
@@ -706,9 +746,10 @@ def test_output_set_aside_by_a_killed_replacement_is_restored(tmp_path):
     aside = tmp_path / f".out.{REPLACED_MARK}-{dead_pid}-x1y2"
     (aside / "previous").mkdir(parents=True)
     (aside / "previous" / "marker.txt").write_text("old output")
+    (aside / "previous" / "conversion_report.json").write_text("{}")  # an earlier conversion's output
     staging = tmp_path / f".out.{STAGING_MARK}-{dead_pid}-z3"
     staging.mkdir()
-    with pytest.raises(FileExistsError, match="exists; pass --force"):
+    with pytest.raises(OutputDirectoryError, match="holds an earlier conversion; pass --force"):
         convert_tf_checkpoint(source("v2"), tmp_path / "out", family="v2")
     assert (tmp_path / "out" / "marker.txt").read_text() == "old output" and leftovers(tmp_path) == []
     live = tmp_path / f".out.{STAGING_MARK}-{os.getppid()}-w4"  # a live process's staging is left alone

@@ -9,7 +9,7 @@ import re
 import sys
 
 import pytest
-from docs_pages import run_page
+from docs_pages import run_page, runnable
 from huggingface_hub import ModelCard
 
 
@@ -91,3 +91,16 @@ def test_pre_training_page_as_documented(pre_training):
     printed = pre_training.output_of('pipeline("fill-mask"').strip().splitlines()[-1]  # after loading messages
     assert printed.startswith("[") and len(eval(printed)) == 5  # five completions
     assert (pre_training.directory / "zh-char-small" / "finished.json").exists()  # the shipped recipe, smoke-sized
+
+
+@pytest.mark.parametrize("page", ["fine-tuning.md", "pre-training.md"])
+def test_training_commands_print_no_warning_table_or_traceback(page, request):
+    """The full stderr of every documented training command is empty: no warning, no load-report table, no
+    traceback; and no report table or traceback reaches stdout either."""
+    run = request.getfixturevalue("fine_tuning" if page == "fine-tuning.md" else "pre_training")
+    commands = [block for block in runnable(run.page) if block.language == "bash" and "hf-roformer" in block.code]
+    assert commands
+    for block in commands:
+        assert run.stderr[block.where] == "", f"{block.where}:\n{run.stderr[block.where][-3000:]}"
+    for noise in ("LOAD REPORT", "Traceback", "newly initialized", "pin_memory", "[A"):
+        assert noise not in run.output, noise

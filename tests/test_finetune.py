@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import hf_roformer
+import hf_roformer_cli
 from hf_roformer.training.data import GLUE_TASKS, DataError
-from hf_roformer.training.finetune import run_cail, run_glue
 from hf_roformer.training.metrics import glue_metrics, triplet_accuracy
 
 
@@ -118,6 +118,21 @@ def make_glue(root: Path, name: str, examples: int = 24, seed: int = 0) -> Path:
     return root
 
 
+def run_glue(argv: list[str]) -> dict:
+    """`hf-roformer finetune glue ARGV`, returning the run's metrics."""
+    return hf_roformer_cli.run(["finetune", "glue", *argv])
+
+
+def run_cail(argv: list[str]) -> dict:
+    """`hf-roformer finetune cail2019-scm ARGV`, returning the run's metrics."""
+    return hf_roformer_cli.run(["finetune", "cail2019-scm", *argv])
+
+
+def run_text_classification(argv: list[str]) -> dict:
+    """`hf-roformer finetune text-classification ARGV`, returning the run's metrics."""
+    return hf_roformer_cli.run(["finetune", "text-classification", *argv])
+
+
 def glue_argv(checkpoint, data_dir, output_dir, task, *extra):
     return [
         "--task", task, "--model", str(checkpoint), "--data_dir", str(data_dir), "--output_dir", str(output_dir),
@@ -165,22 +180,29 @@ def test_every_glue_task_runs_end_to_end(task, tiny_checkpoint, tmp_path):
 
 def test_phases_are_what_the_command_line_asks_for():
     """All three unless some are named; `eval_strategy` (which sets `do_eval` in TrainingArguments) is no request."""
-    from hf_roformer.training.finetune import Phases, requested_phases
+    from hf_roformer_cli import build_parser
+    from hf_roformer_cli.trainer_options import requested_phases
 
-    assert requested_phases([]) == Phases(True, True, True)
-    assert requested_phases(["--eval_strategy", "epoch", "--output_dir", "x"]) == Phases(True, True, True)
-    assert requested_phases(["--do_eval"]) == Phases(False, True, False)
-    assert requested_phases(["--do-eval", "--do_predict", "true"]) == Phases(False, True, True)
-    assert requested_phases(["--do_train", "--do_eval", "false"]) == Phases(True, False, False)
+    def phases(*argv):
+        base = ["finetune", "glue", "--task_name", "sst2", "--model", "m", "--data_dir", "d", "--output_dir", "o"]
+        args, _ = build_parser().parse_known_args([*base, *argv])
+        return requested_phases(args)
+
+    assert phases() == (True, True, True)
+    assert phases("--eval_strategy", "epoch") == (True, True, True)
+    assert phases("--do_eval") == (False, True, False)
+    assert phases("--do-eval", "--do_predict", "true") == (False, True, True)
+    assert phases("--do_train", "--do_eval", "false") == (True, False, False)
 
 
 def test_evaluation_only_run_writes_results_and_no_card(tiny_checkpoint, tmp_path, capsys):
     data = make_glue(tmp_path / "glue", "sst2")
     trained = run_glue(glue_argv(tiny_checkpoint, data, tmp_path / "trained", "sst2"))
-    evaluated = run_glue(
-        ["--task_name", "sst2", "--model_name_or_path", str(tmp_path / "trained"), "--data_dir", str(data),
-         "--output_dir", str(tmp_path / "evaluated"), "--max_seq_length", "32", "--use_cpu", "--do_eval"]
+    hf_roformer_cli.main(
+        ["finetune", "glue", "--task_name", "sst2", "--model_name_or_path", str(tmp_path / "trained"), "--data_dir",
+         str(data), "--output_dir", str(tmp_path / "evaluated"), "--max_seq_length", "32", "--use_cpu", "--do_eval"]
     )  # fmt: skip
+    evaluated = json.loads((tmp_path / "evaluated" / "eval_results.json").read_text())
     assert evaluated["eval_accuracy"] == trained["eval_accuracy"]
     assert evaluated["eval_loss"] == pytest.approx(trained["eval_loss"], abs=1e-6)
     written = {path.name for path in (tmp_path / "evaluated").iterdir()}
@@ -189,25 +211,31 @@ def test_evaluation_only_run_writes_results_and_no_card(tiny_checkpoint, tmp_pat
     assert "without training (--do_train not given)" in capsys.readouterr().out
 
 
-def test_unknown_glue_task_is_refused_with_the_list(tmp_path):
-    from hf_roformer.training.finetune import main
-
+def test_unknown_glue_task_is_refused_with_the_list(tmp_path, capsys):
     argv = ["--model_name_or_path", "m", "--data_dir", "d", "--output_dir", str(tmp_path / "o")]
-    with pytest.raises(SystemExit, match=r"unknown --task_name 'sst-2'. Did you mean 'sst2'\? Valid: cola, sst2, mrpc"):
-        main("glue", ["--task_name", "sst-2", *argv])
-    with pytest.raises(SystemExit, match=r"unknown task 'sst2-foo'.* Valid: glue, text-classification, cail2019-scm"):
-        main("sst2-foo", argv)
+    with pytest.raises(SystemExit) as exit_info:
+        hf_roformer_cli.main(["finetune", "glue", "--task_name", "sst-2", *argv])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: argument --task_name: invalid choice: 'sst-2' (choose from 'cola', 'sst2', 'mrpc', 'stsb', 'qqp', "
+        "'mnli', 'qnli', 'rte', 'wnli'); did you mean 'sst2'? (`hf-roformer finetune glue --help` lists the options)\n"
+    )
+    with pytest.raises(SystemExit):
+        hf_roformer_cli.main(["finetune", "sst2-foo", *argv])
+    assert capsys.readouterr().err.startswith(
+        "error: argument TASK: invalid choice: 'sst2-foo' (choose from 'glue', 'text-classification', 'cail2019-scm')"
+    )
     assert not (tmp_path / "o").exists()
 
 
 def test_run_glue_names_and_the_short_aliases_mean_the_same():
-    from hf_roformer.training.finetune import GlueArguments, ModelArguments, SampleArguments, parse
+    from hf_roformer_cli import build_parser
 
-    types = (ModelArguments, GlueArguments, SampleArguments)
-    long = ["--model_name_or_path", "m", "--task_name", "rte", "--max_seq_length", "64", "--output_dir", "o"]
-    short = ["--model", "m", "--task", "rte", "--max-length", "64", "--output-dir", "o"]
-    first, second = parse("glue", types, {}, long), parse("glue", types, {}, short)
-    assert first[:2] == second[:2] and first[0].max_seq_length == 64 and first[3].output_dir == "o"
+    long = ["--model_name_or_path", "m", "--task_name", "rte", "--max_seq_length", "64", "--output_dir", "o",
+            "--data_dir", "d"]  # fmt: skip
+    short = ["--model", "m", "--task", "rte", "--max-length", "64", "--output-dir", "o", "--data-dir", "d"]
+    first, second = (build_parser().parse_known_args(["finetune", "glue", *argv]) for argv in (long, short))
+    assert vars(first[0]) == vars(second[0]) and first[0].max_seq_length == 64 and first[0].output_dir == "o"
 
 
 def test_card_links_only_hub_bases():
@@ -232,8 +260,6 @@ def test_glue_from_explicit_task_files(tiny_checkpoint, tmp_path):
 
 
 def test_text_classification_regression_from_json_lines(tiny_checkpoint, tmp_path):
-    from hf_roformer.training.finetune import run_text_classification
-
     rng = np.random.default_rng(0)
     for name, count in (("train.jsonl", 24), ("dev.jsonl", 8), ("test.jsonl", 6)):
         records = [{"text": sentence(rng), "score": float(rng.uniform(0, 1))} for _ in range(count)]
@@ -333,6 +359,7 @@ def test_resumed_run_equals_uninterrupted_run(tiny_checkpoint, tmp_path):
     interrupted = tmp_path / "interrupted"
     interrupted.mkdir()
     shutil.copytree(tmp_path / "whole" / "checkpoint-4", interrupted / "checkpoint-4")
+    shutil.copy(tmp_path / "whole" / "hf_roformer_run.json", interrupted)  # the record a run writes first
     resumed = run_glue(
         glue_argv(
             tiny_checkpoint,
@@ -354,8 +381,8 @@ def test_resumed_run_equals_uninterrupted_run(tiny_checkpoint, tmp_path):
 
 DDP_SCRIPT = """
 import sys
-from hf_roformer.training.finetune import run_glue
-run_glue(sys.argv[1:])
+import hf_roformer_cli
+hf_roformer_cli.main(["finetune", "glue", *sys.argv[1:]])
 """
 
 
@@ -462,7 +489,7 @@ def test_glue_from_a_saved_datasets_directory(tiny_checkpoint, tmp_path):
 
 @pytest.mark.parametrize("from_scratch", [False, True], ids=["pretrained", "scratch"])
 def test_demo_flow_on_a_small_sample(tmp_path, capsys, from_scratch):
-    from hf_roformer.training.demo import run_demo
+    from hf_roformer.apps.demo import run_demo
 
     metrics = run_demo(
         str(tmp_path / "demo"), epochs=0.25, max_train_examples=600, test_size=200, from_scratch=from_scratch
@@ -489,7 +516,7 @@ def test_demo_starts_from_the_shipped_weights(monkeypatch, tmp_path):
     """The pre-trained start loads the shipped embeddings and first layers exactly; only the head is new."""
     from transformers import AutoModelForMaskedLM
 
-    from hf_roformer.training import demo
+    from hf_roformer.apps import demo
 
     loaded = {}
 
@@ -510,7 +537,7 @@ def test_demo_starts_from_the_shipped_weights(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_full_demo_reaches_85_percent_and_beats_training_from_scratch(tmp_path):
-    from hf_roformer.training.demo import run_demo
+    from hf_roformer.apps.demo import run_demo
 
     pretrained = run_demo(str(tmp_path / "pretrained"))["eval_accuracy"]
     scratch = run_demo(str(tmp_path / "scratch"), from_scratch=True)["eval_accuracy"]

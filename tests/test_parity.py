@@ -8,7 +8,7 @@ from conftest import TINY, randomize_norms, tiny_reference_config
 import hf_roformer
 
 
-TOLERANCE = 1e-5
+TOLERANCE = 1e-6
 
 
 def head_inputs(head: str, batch: dict) -> dict:

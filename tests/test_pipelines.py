@@ -9,7 +9,7 @@ import transformers
 from conftest import tiny_config
 
 import hf_roformer
-from hf_roformer.question_answering import answer_question, best_span
+from hf_roformer.apps.question_answering import answer_question, best_span
 from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer
 
 
@@ -109,7 +109,7 @@ def test_text_generation_continues_greedily_like_generate(save, tokenizer):
 
 
 def test_question_answering_pipeline_was_removed_upstream():
-    """transformers 5 has no `question-answering` pipeline; `hf_roformer.question_answering` does its decoding (if
+    """transformers 5 has no `question-answering` pipeline; `hf_roformer.apps.question_answering` does its decoding (if
     this fails, the pipeline is back and deserves a test like the others)."""
     with pytest.raises(KeyError, match="question-answering"):
         transformers.pipeline("question-answering")

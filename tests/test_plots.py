@@ -1,6 +1,6 @@
 """The two RoPE figures render from the command line."""
 
-from hf_roformer.cli import main
+from hf_roformer_cli import main
 
 
 def test_plots_are_written(tmp_path, capsys):

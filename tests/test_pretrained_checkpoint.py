@@ -36,7 +36,7 @@ def test_checkpoint_is_small_and_documented(model, tokenizer):
     card = ModelCard.load(CHECKPOINT / "README.md")
     assert card.data.pipeline_tag == "fill-mask" and card.data.library_name == "transformers"
     assert "hf-roformer pretrain mlm" in card.text
-    with pytest.raises(FileNotFoundError, match="no shipped checkpoint 'missing'"):
+    with pytest.raises(FileNotFoundError, match="unknown shipped checkpoint .missing.. Valid: roformer-zh-char-small."):
         hf_roformer.pretrained_checkpoint("missing")
 
 
@@ -111,5 +111,6 @@ def test_shipped_name_resolves_locally_and_other_names_pass_through():
 
     assert resolve_checkpoint("shipped:roformer-zh-char-small") == str(CHECKPOINT)
     assert resolve_checkpoint("junnyu/roformer_chinese_base") == "junnyu/roformer_chinese_base"
-    with pytest.raises(FileNotFoundError, match="no shipped checkpoint 'roformer-base'"):
+    close_match = r"'roformer-base'. Did you mean 'roformer-zh-char-small'\? Valid: roformer"
+    with pytest.raises(FileNotFoundError, match=close_match):
         resolve_checkpoint("shipped:roformer-base")

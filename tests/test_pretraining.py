@@ -8,6 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import hf_roformer_cli
 from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer
 from hf_roformer.training.corpus import (
     char_vocabulary,
@@ -18,7 +19,7 @@ from hf_roformer.training.corpus import (
 )
 from hf_roformer.training.data import DataError
 from hf_roformer.training.packing import encode_documents, pack_documents
-from hf_roformer.training.pretrain import evaluate_mlm, main, parse_stages, stage_directory
+from hf_roformer.training.pretrain import evaluate_mlm, parse_stages, stage_directory
 from hf_roformer.training.whole_word_masking import (
     IGNORE_INDEX,
     ChineseWholeWordMaskCollator,
@@ -149,6 +150,11 @@ def test_collator_pads_and_keeps_premasked_labels(tokenizer):
     assert batch["input_ids"].shape == (2, 6) and batch["attention_mask"].tolist()[0] == [1, 1, 1, 1, 0, 0]
     assert batch["labels"][1].tolist() == [-100, -100, 13, -100, -100, -100]
     assert batch["labels"][0, 4:].tolist() == [IGNORE_INDEX, IGNORE_INDEX]
+
+
+def main(argv: list[str]) -> dict:
+    """`hf-roformer pretrain mlm ARGV`, returning the last stage's metrics."""
+    return hf_roformer_cli.run(["pretrain", "mlm", *argv])
 
 
 SMOKE = [

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from conftest import cli_failure
 
-from hf_roformer.cli import main
+from hf_roformer.apps.similar_sentences import generate_candidates, generate_similar, sentence_vectors
 from hf_roformer.conversion.convert import convert_tf_checkpoint
-from hf_roformer.similar_sentences import generate_candidates, generate_similar, sentence_vectors
+from hf_roformer_cli import main
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "original_checkpoints"
@@ -104,5 +105,6 @@ def test_similar_command(sim, capsys):
         assert -1.0 <= float(similarity) <= 1.0 and text
     main(["similar", TEXTS[0], "--num-candidates", "2", "--model-name-or-path", str(directory), "--greedy"])
     assert capsys.readouterr().out.splitlines()[0] == TEXTS[0]
-    with pytest.raises(SystemExit, match="error: .*nope"):
-        main(["similar", TEXTS[0], "--model_name_or_path", str(directory / "nope")])
+    assert cli_failure(capsys, ["similar", TEXTS[0], "--model_name_or_path", str(directory / "nope")]) == (
+        f"error: --model_name_or_path {directory / 'nope'}: no such directory\n"
+    )

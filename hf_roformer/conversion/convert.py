@@ -13,7 +13,7 @@ naming the file, tensors or values concerned, and nothing is written.
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -22,37 +22,20 @@ from transformers import AutoModel, GenerationConfig
 from ..configuration_hf_roformer import HfRoFormerConfig
 from ..modeling_hf_roformer import HfRoFormerForCausalLM, HfRoFormerForMaskedLM
 from ..tokenization_hf_roformer import HfRoFormerTokenizer, check_special_tokens, load_vocab
+from ..utils.logs import transformers_warnings_off
 from .errors import ConversionError
 from .families import decide_family, is_training_state, name_table
+from .model_card import card_for_conversion
 from .output import check_free_space, prepare_output, write_atomically
+from .report import REPORT_FILE, ConversionReport
 from .source import EMBEDDINGS, check_layer_count, check_vocabulary, read_bert_config
 from .tf_checkpoint import TFCheckpoint
 
 
-CONVERTER_VERSION = "2"
 RELEASE_LAYER_NORM_EPS = 1e-12  # bert4keras <= 0.11.3, which trained the released checkpoints: every norm
 LM_HEAD_LAYER_NORM_EPS = 1e-12  # the MLM head's norm, in every bert4keras version
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 OUTPUT_OVERHEAD_BYTES = 4 << 20  # config, code, tokenizer, card next to the weights
-
-
-@dataclass
-class ConversionReport:
-    """What a conversion read, checked, wrote and measured (also saved as `conversion_report.json`)."""
-
-    source: str
-    family: str
-    family_decided_by: str
-    tokenizer: str
-    source_sha256: dict[str, str]
-    converted_tensors: int
-    layer_norm_eps: float | None = None
-    lm_head_layer_norm_eps: float | None = None
-    verified_checksums: dict[str, int] = field(default_factory=dict)
-    skipped_training_state: list[str] = field(default_factory=list)
-    weights_max_abs_diff: float = 0.0
-    reload_max_abs_diff: float = 0.0
-    converter_version: str = CONVERTER_VERSION
 
 
 def sha256(path: Path) -> str:
@@ -173,9 +156,7 @@ def tokenizer_kind(tokenizer: HfRoFormerTokenizer) -> str:
 
 def write_report_and_card(report: ConversionReport, config: HfRoFormerConfig, directory: Path) -> None:
     """`conversion_report.json` and the model card (`README.md`) of a converted directory."""
-    from .model_card import card_for_conversion  # the card module reads reports: imported here, not at the top
-
-    (directory / "conversion_report.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
+    (directory / REPORT_FILE).write_text(json.dumps(asdict(report), indent=2) + "\n")
     card_for_conversion(report, config).save(directory / "README.md")
 
 
@@ -187,7 +168,8 @@ def sample_input_ids(config: HfRoFormerConfig) -> torch.Tensor:
 
 def check_reload(model, directory: Path) -> float:
     """Max |difference| between the in-memory model and the saved one reloaded through `AutoModel`."""
-    reloaded = AutoModel.from_pretrained(directory).eval()
+    with transformers_warnings_off():  # the base model leaves the saved head's weights unused, as intended here
+        reloaded = AutoModel.from_pretrained(directory).eval()
     inputs = sample_input_ids(model.config)
     base = getattr(model, "roformer", model)
     with torch.no_grad():
@@ -219,7 +201,7 @@ def convert_tf_checkpoint(
     library); 1e-7 for checkpoints trained with bert4keras >= 0.11.4.
     """
     source_dir, output_dir = Path(source_dir), Path(output_dir)
-    prepare_output(output_dir, force)
+    prepare_output(output_dir, force, source_dir)
     prefix = find_checkpoint_prefix(source_dir)
     config_path, vocab_path = source_dir / "bert_config.json", source_dir / "vocab.txt"
     bert_config = read_bert_config(config_path)
@@ -288,7 +270,7 @@ def convert_tf_checkpoint(
         report.reload_max_abs_diff = check_reload(model, directory)
         write_report_and_card(report, config, directory)
 
-    write_atomically(output_dir, force, write)
+    write_atomically(output_dir, force, write, source_dir)
     return report
 
 
@@ -298,7 +280,7 @@ def convert_transformers_roformer(
     """Convert a transformers-format RoFormer directory (model type `roformer`: transformers' RoFormer or the V2 and
     Sim checkpoints published in that format) into hf_roformer, keeping its head."""
     source_dir, output_dir = Path(source_dir), Path(output_dir)
-    prepare_output(output_dir, force)
+    prepare_output(output_dir, force, source_dir)
     try:
         config = HfRoFormerConfig.from_pretrained(source_dir)
     except (OSError, TypeError, ValueError) as error:
@@ -319,7 +301,8 @@ def convert_transformers_roformer(
         model_class = HfRoFormerForCausalLM if config.is_decoder else HfRoFormerForMaskedLM
     else:
         model_class = AutoModel
-    model, info = model_class.from_pretrained(source_dir, config=config, output_loading_info=True)
+    with transformers_warnings_off():  # the load report's findings are checked (and raised) below
+        model, info = model_class.from_pretrained(source_dir, config=config, output_loading_info=True)
     model.eval()
     problems = {kind: sorted(map(str, info.get(kind) or [])) for kind in ("missing_keys", "unexpected_keys")}
     problems["mismatched_keys"] = sorted(map(str, info.get("mismatched_keys") or []))
@@ -354,14 +337,38 @@ def convert_transformers_roformer(
         report.reload_max_abs_diff = check_reload(model, directory)
         write_report_and_card(report, config, directory)
 
-    write_atomically(output_dir, force, write)
+    write_atomically(output_dir, force, write, source_dir)
     return report
+
+
+def convert_checkpoint(
+    source_dir: str | Path,
+    output_dir: str | Path,
+    family: str = "auto",
+    force: bool = False,
+    layer_norm_eps: float | None = None,
+) -> ConversionReport:
+    """Convert `source_dir` with the converter that fits it: a transformers-format directory (`config.json`, no
+    TensorFlow index) keeps its head (`family` and `layer_norm_eps` do not apply), a released TF1 directory goes
+    through `convert_tf_checkpoint`."""
+    source = Path(source_dir)
+    if not source.is_dir():
+        raise ConversionError(f"{source}: no such directory")
+    if (source / "config.json").exists() and not list(source.glob("*.index")):
+        if family != "auto" or layer_norm_eps is not None:
+            raise ConversionError(
+                f"{source} is a transformers-format checkpoint: its config.json decides the family and the norms, so "
+                "--family and --layer_norm_eps do not apply"
+            )
+        return convert_transformers_roformer(source, output_dir, force=force)
+    return convert_tf_checkpoint(source, output_dir, family=family, force=force, layer_norm_eps=layer_norm_eps)
 
 
 __all__ = [
     "ConversionError",
     "ConversionReport",
     "build_config",
+    "convert_checkpoint",
     "convert_tf_checkpoint",
     "convert_transformers_roformer",
 ]

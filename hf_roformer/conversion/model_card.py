@@ -5,8 +5,8 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from .. import __version__
-from .convert import CONVERTER_VERSION, ConversionReport
 from .families import RELEASED, ReleasedCheckpoint
+from .report import CONVERTER_VERSION, ConversionReport
 
 
 TEMPLATE = Path(__file__).resolve().parent / "model_card_template.md"
@@ -28,7 +28,7 @@ USAGE_NOTES = {
     "sim": "Sentence vectors and similarity as the original computes them (the [CLS] state through the linear pooler, "
     "compared by cosine): `SentenceTransformer(path)` with `hf_roformer` imported, then `model.encode(texts)` and "
     "`model.similarity(a, b)`. Similar sentences as the original's `gen_synonyms`: "
-    "`hf_roformer.similar_sentences.generate_similar(model, tokenizer, text, n=20)` or "
+    "`hf_roformer.apps.similar_sentences.generate_similar(model, tokenizer, text, n=20)` or "
     '`hf-roformer similar "text" -n 20 --model_name_or_path PATH` (the target segment is generated after '
     "`[CLS] text [SEP]` under the UniLM mask, then ranked by similarity to the source).",
 }

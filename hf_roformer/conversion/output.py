@@ -16,7 +16,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ..utils.errors import OutputDirectoryError
+from ..utils.output_dirs import check_apart_from_inputs, is_empty_or_missing
 from .errors import ConversionError
+from .report import REPORT_FILE
 
 
 logger = logging.getLogger(__name__)
@@ -80,13 +83,23 @@ def clean_stale_staging(output_dir: str | Path) -> list[Path]:
     return removed
 
 
-def prepare_output(output_dir: str | Path, force: bool) -> Path:
-    """Check, before any work, that `output_dir` may be written: stale staging of interrupted runs is cleaned, and an
-    existing output is refused unless `force`."""
+def prepare_output(output_dir: str | Path, force: bool, source_dir: str | Path | None = None) -> Path:
+    """Check, before any work, that `output_dir` may be written: never the source, a directory inside it or one that
+    contains it (whatever `force` says); an existing output only with `force`, and only when it holds an earlier
+    conversion (its `conversion_report.json`), so `--force` never replaces anything else. Stale staging of interrupted
+    runs is cleaned."""
     output_dir = Path(output_dir)
+    check_apart_from_inputs(output_dir, {"source checkpoint": source_dir}, flag="output directory")
     clean_stale_staging(output_dir)
-    if output_dir.exists() and not force:
-        raise FileExistsError(f"{output_dir} exists; pass --force to replace it")
+    if is_empty_or_missing(output_dir):
+        return output_dir
+    if not (output_dir / REPORT_FILE).is_file():
+        raise OutputDirectoryError(
+            f"{output_dir} exists and is not an output of hf-roformer convert (it has no {REPORT_FILE}); give "
+            "another output directory (--force replaces only an earlier conversion)"
+        )
+    if not force:
+        raise OutputDirectoryError(f"{output_dir} holds an earlier conversion; pass --force to replace it")
     return output_dir
 
 
@@ -116,10 +129,13 @@ def _marked_directory(output_dir: Path, mark: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{_marked_prefix(output_dir, mark)}{os.getpid()}-", dir=output_dir.parent))
 
 
-def write_atomically(output_dir: str | Path, force: bool, write: Callable[[Path], None]) -> None:
-    """Call `write(staging_dir)` and move the result to `output_dir`, replacing an existing output only when `force`.
-    On any failure the staging directory is removed and an existing output is left as it was."""
-    output_dir = prepare_output(output_dir, force)
+def write_atomically(
+    output_dir: str | Path, force: bool, write: Callable[[Path], None], source_dir: str | Path | None = None
+) -> None:
+    """Call `write(staging_dir)` and move the result to `output_dir`, replacing an existing output only as
+    `prepare_output` allows. On any failure the staging directory is removed and an existing output is left as it
+    was."""
+    output_dir = prepare_output(output_dir, force, source_dir)
     try:
         output_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = _marked_directory(output_dir, STAGING_MARK)

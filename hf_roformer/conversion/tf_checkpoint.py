@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..utils.errors import HfRoFormerError
 from .crc32c import masked_crc32c
 
 
@@ -43,7 +44,7 @@ DTYPES = {
 BFLOAT16 = 14
 
 
-class CheckpointError(ValueError):
+class CheckpointError(HfRoFormerError, ValueError):
     """A checkpoint file that is missing, truncated, malformed or uses a feature this reader does not support."""
 
 

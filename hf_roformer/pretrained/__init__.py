@@ -1,4 +1,5 @@
-"""The checkpoint shipped inside the package: a small Chinese char-level RoFormer pre-trained on People's Daily 1998.
+"""The checkpoint shipped inside the package: a small Chinese char-level RoFormer pre-trained on People's Daily 1998
+(`sources.py`: where any named checkpoint comes from, shipped, local or on the Hub).
 
 It needs no download, so the demo, the examples and the tests start from pre-trained weights offline. Its model card
 (`roformer-zh-char-small/README.md`) gives the training command, data and scores. On the command line it is named
@@ -8,18 +9,29 @@ It needs no download, so the demo, the examples and the tests start from pre-tra
 import os
 from pathlib import Path
 
+from ..utils.errors import ModelSourceError, unknown_name
+
 
 SMALL_CHINESE_CHAR = "roformer-zh-char-small"
 SHIPPED_PREFIX = "shipped:"
 DIRECTORY = Path(__file__).resolve().parent
 
 
+class UnknownShippedCheckpoint(ModelSourceError, FileNotFoundError):
+    """A `shipped:NAME` (or `pretrained_checkpoint(NAME)`) that names no checkpoint of the package."""
+
+
+def shipped_names() -> list[str]:
+    """The names of the checkpoints shipped with the package."""
+    return sorted(child.name for child in DIRECTORY.iterdir() if (child / "config.json").exists())
+
+
 def pretrained_checkpoint(name: str = SMALL_CHINESE_CHAR) -> Path:
-    """The directory of a shipped checkpoint, for `from_pretrained`; `FileNotFoundError` names what is missing."""
+    """The directory of a shipped checkpoint, for `from_pretrained`; an unknown name raises `UnknownShippedCheckpoint`
+    (a `FileNotFoundError`) listing the shipped ones."""
     path = DIRECTORY / name
     if not (path / "config.json").exists():
-        shipped = sorted(child.name for child in DIRECTORY.iterdir() if (child / "config.json").exists())
-        raise FileNotFoundError(f"no shipped checkpoint {name!r} in {DIRECTORY} (shipped: {shipped or 'none'})")
+        raise UnknownShippedCheckpoint(unknown_name("shipped checkpoint", name, shipped_names()))
     return path
 
 

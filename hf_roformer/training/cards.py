@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 import huggingface_hub
-from huggingface_hub import EvalResult, ModelCard
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from ..model_card_hf_roformer import add_card_metadata
+from ..model_card_hf_roformer import add_card_metadata, card_metadata
 from ..pretrained import SHIPPED_PREFIX, is_shipped_name
 
 
@@ -134,3 +134,44 @@ def evaluation_results(metrics: dict[str, float], prefix: str = "eval") -> dict[
         for name, value in metrics.items()
         if name.startswith(start) and name.removeprefix(start) not in NOT_METRICS
     }
+
+
+def write_pretraining_card(output_dir: str | Path, model, tokenizer, corpus: str, stages: list[dict]) -> Path:
+    """`README.md` of a pre-trained masked LM: what it is (architecture, size, tokenizer), what it was trained on and
+    how (stages), its held-out scores after each stage, and how to use it; with the Hub metadata of its head."""
+    config = model.config
+    parameters = sum(parameter.numel() for parameter in model.parameters())
+    name = Path(output_dir).name
+    rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    positions = f"RoPE ({rope_type})" if config.model_type == "hf_roformer" else "learned absolute"
+    rows = [
+        ("architecture", f"`{type(model).__name__}`: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+         f"{config.num_attention_heads} heads, feed-forward {config.intermediate_size}, {positions} positions; "
+         f"{parameters / 1e6:.1f}M parameters"),
+        ("tokenizer", f"`{type(tokenizer).__name__}`, {len(tokenizer):,} entries, truncating at "
+         f"{tokenizer.model_max_length} tokens (the longest length trained at)"),
+        ("data", corpus),
+        ("objective", "masked language modeling with Chinese whole-word masking (jieba words), documents packed into "
+         "full blocks with `[SEP]` between them"),
+        ("stages", "; ".join(f"{entry['stage']['steps']:,} steps of {entry['stage']['batch_size']} x "
+                             f"{entry['stage']['max_length']} tokens" for entry in stages)),
+    ]  # fmt: skip
+    scores = "\n".join(
+        f"| {entry['stage']['max_length']} tokens | {entry['metrics'].get('eval_accuracy', float('nan')):.2%} | "
+        f"{entry['metrics'].get('eval_loss', float('nan')):.3f} |"
+        for entry in stages
+    )
+    table = "\n".join(f"| {key} | {value} |" for key, value in rows)
+    text = (
+        f"---\n{ModelCardData().to_yaml()}\n---\n\n# {name}\n\n"
+        f"A masked language model pre-trained with `hf-roformer pretrain mlm`.\n\n| | |\n|---|---|\n{table}\n\n"
+        f"## Held-out scores after each stage\n\n| stage | masked-token accuracy | MLM loss |\n|---|---|---|\n"
+        f"{scores}\n\n## Use\n\n```python\nimport hf_roformer  # registers the model type with transformers\n"
+        f"from transformers import pipeline\n\nfill = pipeline(\"fill-mask\", model=\"{name}\")\n```\n"
+    )
+    card = ModelCard(text)
+    path = Path(output_dir) / "README.md"
+    card.save(path)
+    tags = [*(getattr(model, "model_tags", None) or []), "masked-lm"]
+    add_card_metadata(output_dir, card_metadata("transformers", "fill-mask", tags), name)
+    return path

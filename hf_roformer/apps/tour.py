@@ -1,5 +1,6 @@
 """A one-minute tour of hf_roformer on CPU: exact loading of transformers' RoFormer checkpoints, inputs past the
-trained length, causal generation with a cache, and saving with remote code. Run with `hf-roformer tour`."""
+trained length, causal generation with a cache, and a saved model loaded as remote code by a process that cannot
+import hf_roformer. Run with `hf-roformer tour`."""
 
 import json
 import tempfile
@@ -10,11 +11,21 @@ import huggingface_hub
 import torch
 import transformers
 
-from .configuration_hf_roformer import HfRoFormerConfig
-from .modeling_hf_roformer import HfRoFormerForCausalLM, HfRoFormerForMaskedLM
+from ..configuration_hf_roformer import HfRoFormerConfig
+from ..modeling_hf_roformer import HfRoFormerForCausalLM, HfRoFormerForMaskedLM
+from ..utils.isolation import run_without_the_package
 
 
 TEXT = "RoFormer encodes positions by rotating queries and keys. "
+PARITY_TOLERANCE = 1e-6  # what tests/test_parity.py requires of every head against transformers' RoFormer
+# Run by a fresh interpreter that cannot import hf_roformer: load the saved model as remote code and generate.
+REMOTE_GENERATION = """
+import json, sys, torch, transformers
+model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+prompt = torch.tensor(json.loads(sys.argv[2]))
+generated = model.generate(prompt, max_new_tokens=int(sys.argv[3]), do_sample=False, pad_token_id=0)
+print(json.dumps({"class": f"{type(model).__module__}.{type(model).__name__}", "tokens": generated.tolist()}))
+"""
 
 
 def _small_config(**overrides) -> dict:
@@ -38,7 +49,10 @@ def show_checkpoint_parity(workdir: Path) -> None:
     input_ids = torch.randint(1, 128, (2, 64))
     with torch.no_grad():
         difference = (ours(input_ids).logits - reference(input_ids).logits).abs().max().item()
-    print(f"[1] transformers' RoFormer checkpoint loaded into HfRoFormerForMaskedLM: max |logit diff| {difference:.1e}")
+    print(
+        f"[1] transformers' RoFormer checkpoint loaded into HfRoFormerForMaskedLM: max |logit diff| {difference:.1e} "
+        f"(the tests require at most {PARITY_TOLERANCE:.0e})"
+    )
 
     long_ids = torch.randint(1, 128, (1, 8192))
     try:
@@ -80,11 +94,15 @@ def show_generation(workdir: Path) -> None:
     config = json.loads((workdir / "causal_lm" / "config.json").read_text())
     code_files = sorted(path.name for path in (workdir / "causal_lm").glob("*.py"))
     print(f"[4] saved with an auto_map of {len(config['auto_map'])} Auto classes and the code files {code_files}")
-    remote = transformers.AutoModelForCausalLM.from_pretrained(workdir / "causal_lm", trust_remote_code=True).eval()
-    again = remote.generate(prompt, max_new_tokens=len(TEXT), do_sample=False, pad_token_id=0)
+    result = run_without_the_package(
+        workdir, REMOTE_GENERATION, workdir / "causal_lm", json.dumps(prompt.tolist()), len(TEXT)
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"the remote-code process failed:\n{result.stderr[-2000:]}")
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
     print(
-        f"    reloaded with trust_remote_code=True as {type(remote).__module__}.{type(remote).__name__}; "
-        f"same generation: {torch.equal(again, generated)}"
+        f"    loaded with trust_remote_code=True by a process that cannot import hf_roformer, as {remote['class']}; "
+        f"same generation: {remote['tokens'] == generated.tolist()}"
     )
 
 

@@ -16,20 +16,24 @@ import time
 from pathlib import Path
 
 import datasets
-import huggingface_hub
 import numpy as np
 import transformers
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer, TrainingArguments
 
+from .. import __version__
 from ..configuration_hf_roformer import HfRoFormerConfig
 from ..modeling_hf_roformer import HfRoFormerForSequenceClassification
 from ..pretrained import SHIPPED_PREFIX, SMALL_CHINESE_CHAR, pretrained_checkpoint
 from ..tokenization_hf_roformer import HfRoFormerTokenizer
-from .cards import write_fine_tuning_card
-from .finetune import set_model_max_length, tokenize
-from .smoke import announce_smoke_run, smoke_run
+from ..training.cards import write_fine_tuning_card
+from ..training.lengths import set_model_max_length
+from ..training.progress import show_progress_as_lines
+from ..training.runs import prepare_run_directory, write_run_record
+from ..training.smoke import announce_smoke_run, smoke_run
+from ..training.texts import tokenize
 
 
+COMMAND = "demo"
 LABELS = ("negative", "positive")
 DEMO_EPOCHS = 2.0
 DEMO_TRAIN_EXAMPLES = None  # all 33,123 training reviews
@@ -64,17 +68,6 @@ def split_reviews(test_size: int = 2000, seed: int = 0) -> tuple[list[tuple[str,
     return reviews[:test_size], reviews[test_size:]
 
 
-def quiet_libraries() -> None:
-    """Keep the terminal to the demo's own lines and the Trainer's progress bar: transformers' load report and
-    weight-loading bars, and the `datasets` bars of the tokenization, are switched off (nothing is filtered: these
-    are the libraries' own switches)."""
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
-    huggingface_hub.utils.disable_progress_bars()
-
-
 def run_demo(
     output_dir: str = "roformer-sentiment-demo",
     epochs: float = DEMO_EPOCHS,
@@ -94,7 +87,13 @@ def run_demo(
     all) and, unless `from_scratch`, the initial weights.
     """
     start = time.perf_counter()
-    quiet_libraries()
+    settings = dict(epochs=epochs, max_train_examples=max_train_examples, test_size=test_size, seed=seed,
+                    from_scratch=from_scratch, checkpoint=str(checkpoint) if checkpoint else None,
+                    learning_rate=learning_rate, layers=layers, max_length=max_length)  # fmt: skip
+    inputs = {"checkpoint": checkpoint or pretrained_checkpoint()}
+    # The demo always runs anew: an earlier demo output is replaced, any other directory refused.
+    prepare_run_directory(output_dir, COMMAND, settings, inputs, overwrite=True)
+    write_run_record(output_dir, COMMAND, settings, __version__)
     transformers.set_seed(seed)
     test, train = split_reviews(test_size, seed)
     if max_train_examples is not None:
@@ -161,6 +160,7 @@ def run_demo(
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=lambda p: {"accuracy": float((p.predictions.argmax(-1) == p.label_ids).mean())},
     )
+    show_progress_as_lines(trainer)
     trainer.train()
     metrics = trainer.evaluate()
     accuracy = metrics["eval_accuracy"]

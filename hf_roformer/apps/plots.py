@@ -1,23 +1,23 @@
 """Figures of RoPE's properties: the paper's long-term decay (appendix C, figure 3) and the rotation pattern of each
-rope scaling method (position x dimension, as in the seed article's comparison). Needs the `plot` extra (matplotlib)."""
+rope scaling method (position x dimension). Needs the `plot` extra (matplotlib)."""
 
 from pathlib import Path
 
 import torch
 
-from .configuration_hf_roformer import HfRoFormerConfig
+from ..configuration_hf_roformer import HfRoFormerConfig
+from ..rope_scaling_hf_roformer import rope_inverse_frequencies
+from ..utils.extras import require_extra
 from .rope_analysis import long_term_decay_bound
-from .rope_scaling_hf_roformer import rope_inverse_frequencies
 
 
 def _pyplot():
-    try:
-        import matplotlib
+    require_extra("plot", "plotting")
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as pyplot
-    except ImportError as error:
-        raise ImportError("Plotting needs matplotlib: pip install 'hf_roformer[plot]'") from error
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as pyplot
+
     return pyplot
 
 

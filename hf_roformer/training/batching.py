@@ -1,0 +1,161 @@
+"""Batches that cost their real tokens, for data of mixed lengths (a few long documents among many short texts).
+
+A padded batch costs its rows times its longest text: with 7% of documents past 1,000 tokens, nine random batches of
+32 in ten hold one, and each costs what 32 long documents cost. Two things keep the cost at the real tokens while
+keeping every result what the plain Trainer computes:
+
+- **Training passes within a token budget.** A batch whose padded size exceeds `token_budget` tokens is run as
+  several forward/backward passes over its rows sorted by length, each trimmed to its own longest text, with each
+  pass's mean loss weighted by its share of the rows: the gradients add up to the batch's (the same examples, the same
+  mean; only the order of float sums and the dropout draws differ), so the batch size, learning-rate schedule and
+  step count stay those the user set. Peak memory follows the budget, not the longest text times the batch size.
+- **Evaluation in length order.** Evaluation and prediction batches are drawn longest first (little padding in each);
+  the predictions are put back in the dataset's order before metrics are computed or written, so metrics and
+  prediction files are those of the plain order.
+
+Under DeepSpeed, whose engine counts backward passes itself, batches are not split.
+"""
+
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+from transformers import EvalPrediction, Trainer
+from transformers.trainer_utils import denumpify_detensorize
+
+
+class LengthSortedSampler(Sampler):
+    """The indices of a dataset from its longest example to its shortest (ties in dataset order)."""
+
+    def __init__(self, lengths: list[int]):
+        self.order = np.argsort(-np.asarray(lengths), kind="stable")
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __iter__(self):
+        return iter(self.order.tolist())
+
+
+def example_lengths(dataset, column: str = "input_ids") -> list[int]:
+    """The token count of every example of a tokenized dataset."""
+    return [len(ids) for ids in dataset[column]]
+
+
+def split_by_token_budget(inputs: dict, token_budget: int) -> list[tuple[dict, float]]:
+    """`inputs` (a padded batch) as passes of at most `token_budget` padded tokens each (a row longer than the budget
+    alone), rows sorted by length and columns trimmed to each pass's longest row, with each pass's share of the rows.
+    A batch within the budget comes back whole."""
+    mask = inputs["attention_mask"]
+    rows, width = mask.shape
+    if rows * width <= token_budget or rows == 1:
+        return [(inputs, 1.0)]
+    lengths = mask.sum(dim=1).tolist()
+    order = sorted(range(rows), key=lambda row: -lengths[row])
+    groups, current = [], []
+    for row in order:
+        longest = lengths[current[0]] if current else lengths[row]
+        if current and (len(current) + 1) * longest > token_budget:
+            groups.append(current)
+            current = []
+        current.append(row)
+    groups.append(current)
+    passes = []
+    for group in groups:
+        index = torch.tensor(group, device=mask.device)
+        columns = mask[index].any(dim=0).nonzero()
+        start, stop = int(columns.min()), int(columns.max()) + 1
+        sliced = {}
+        for key, value in inputs.items():
+            if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != rows:
+                sliced[key] = value
+                continue
+            value = value.index_select(0, index)
+            if value.dim() >= 2 and value.shape[1] == width and key != "labels":
+                value = value[:, start:stop]
+            sliced[key] = value
+        passes.append((sliced, len(group) / rows))
+    return passes
+
+
+def reorder(predictions, order: np.ndarray):
+    """`predictions` (an array or a nested tuple of arrays, rows in sampler order) back in dataset order."""
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    if isinstance(predictions, (tuple, list)):
+        return type(predictions)(reorder(item, order) for item in predictions)
+    return predictions[inverse] if predictions is not None else None
+
+
+class LengthAwareTrainer(Trainer):
+    """transformers' `Trainer` with batches that cost their real tokens (see the module): training batches above
+    `token_budget` padded tokens run as several passes (None or 0: whole batches), and evaluation runs in length order
+    with results in dataset order (`sort_evaluation`)."""
+
+    def __init__(self, *args, token_budget: int | None = None, sort_evaluation: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.token_budget = token_budget or None
+        self.sort_evaluation = sort_evaluation
+        self._loss_share = 1.0
+        self._evaluation_order: np.ndarray | None = None
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """One optimizer batch: whole, or as passes within the token budget whose weighted losses add up to it."""
+        splits = self.token_budget is not None and not self.is_deepspeed_enabled
+        passes = split_by_token_budget(inputs, self.token_budget) if splits else [(inputs, 1.0)]
+        if len(passes) == 1:
+            return super().training_step(model, inputs, num_items_in_batch)
+        total = 0.0
+        try:
+            for index, (part, share) in enumerate(passes):
+                self._loss_share = share  # each pass's loss is the mean over its rows: weighted by their share
+                last = index == len(passes) - 1
+                with nullcontext() if last else self.accelerator.no_sync(model):  # reduce gradients once, at the end
+                    total = total + super().training_step(model, part, None)
+        finally:
+            self._loss_share = 1.0
+        return total
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """The Trainer's loss, weighted by the share of the batch's rows in this pass."""
+        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if self._loss_share == 1.0:
+            return result
+        if return_outputs:
+            return result[0] * self._loss_share, result[1]
+        return result * self._loss_share
+
+    def _get_eval_sampler(self, eval_dataset):
+        """Longest examples first; the order is kept to put the results back (not with persistent workers, whose
+        cached loaders would skip this)."""
+        sorting = self.sort_evaluation and not self.args.dataloader_persistent_workers
+        if not sorting or eval_dataset is None or "input_ids" not in eval_dataset.column_names:
+            self._evaluation_order = None
+            return super()._get_eval_sampler(eval_dataset)
+        sampler = LengthSortedSampler(example_lengths(eval_dataset))
+        self._evaluation_order = sampler.order
+        return sampler
+
+    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None,
+                        metric_key_prefix="eval"):  # fmt: skip
+        """The Trainer's loop over length-sorted batches, with predictions, labels and metrics in dataset order."""
+        order, compute_metrics = self._evaluation_order, self.compute_metrics
+        self._evaluation_order = None
+        arguments = (dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
+        if order is None:
+            return super().evaluation_loop(*arguments)
+        self.compute_metrics = None  # computed below, on the predictions in dataset order
+        try:
+            output = super().evaluation_loop(*arguments)
+        finally:
+            self.compute_metrics = compute_metrics
+        predictions, labels = reorder(output.predictions, order), reorder(output.label_ids, order)
+        metrics = dict(output.metrics)
+        if compute_metrics is not None and predictions is not None and labels is not None:
+            scores = denumpify_detensorize(compute_metrics(EvalPrediction(predictions=predictions, label_ids=labels)))
+            metrics.update({f"{metric_key_prefix}_{key}": value for key, value in scores.items()})
+        return type(output)(predictions=predictions, label_ids=labels, metrics=metrics, num_samples=output.num_samples)
+
+
+__all__ = ["LengthAwareTrainer", "LengthSortedSampler", "split_by_token_budget"]

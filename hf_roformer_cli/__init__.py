@@ -1,0 +1,71 @@
+"""The `hf-roformer` command line: one module per command over the library's functions, the anchor being
+transformers' `cli/`.
+
+Arguments are parsed before torch or transformers is imported (this package imports neither, nor the `hf_roformer`
+package, whose import registers the models with transformers), so `--help` and mistakes answer at once; a command
+imports what it needs when it runs, after checking that its extra is installed. Options are spelled with underscores,
+as transformers' `HfArgumentParser` spells them (`--output_dir`); the same name with dashes is accepted everywhere.
+Foreseeable failures print one line, `error: ...`; `HF_ROFORMER_TRACEBACK=1` shows the traceback instead.
+"""
+
+import sys
+
+from . import convert, demo, finetune, plot, pretrain, similar, tour
+from .output import configure_output, quiet_libraries, report_failure
+from .parsing import HelpFormatter, Parser
+
+
+COMMANDS = (demo, tour, finetune, pretrain, convert, similar, plot)
+# Commands whose options include every TrainingArguments option, passed through to transformers' parser.
+PASSES_THROUGH = (finetune.run, pretrain.run)
+
+
+def build_parser() -> Parser:
+    """The parser of every command."""
+    parser = Parser(
+        prog="hf-roformer",
+        description="RoFormer for Hugging Face Transformers. `hf-roformer COMMAND --help` describes a command.\n\n"
+        "Failures print one line, `error: ...`; set HF_ROFORMER_TRACEBACK=1 to see the traceback instead.",
+        formatter_class=HelpFormatter,
+        allow_abbrev=False,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(commands)
+    for subparser in _all_parsers(parser):
+        subparser.allow_abbrev = False  # an option is its full name: no prefix of one can be mistaken for another
+    return parser
+
+
+def _all_parsers(parser):
+    """`parser` and every parser of its subcommands, depth first."""
+    yield parser
+    for action in parser._actions:
+        for child in getattr(action, "choices", None) or {}:
+            if isinstance(action.choices, dict):
+                yield from _all_parsers(action.choices[child])
+
+
+def run(argv: list[str]):
+    """Parse `argv` and run its command; returns what the command's library function returned (the metrics of a
+    training run, a conversion report, ...). Failures propagate as the library raises them; command-line mistakes exit
+    with status 2 and a one-line message."""
+    parser = build_parser()
+    args, passed_through = parser.parse_known_args(argv)
+    if passed_through and args._run not in PASSES_THROUGH:
+        parser.error(f"unrecognized arguments: {' '.join(passed_through)}")
+    quiet_libraries()
+    return args._run(args, passed_through)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `hf-roformer` console script: parse, run the command, exit with its status (0 done, 1 a
+    foreseen failure, 2 a command-line mistake, 130 Ctrl-C)."""
+    configure_output()
+    try:
+        run(sys.argv[1:] if argv is None else argv)
+    except (Exception, KeyboardInterrupt) as error:
+        sys.exit(report_failure(error))
+
+
+__all__ = ["build_parser", "main", "run"]

@@ -1,0 +1,257 @@
+"""`hf-roformer finetune glue|text-classification|cail2019-scm`: fine-tuning with transformers' Trainer.
+
+The options are those of transformers' `run_glue.py` (`--model_name_or_path`, `--task_name`, `--max_seq_length`,
+`--train_file`, ...; `--model`, `--task`, `--max_length` are aliases) and every `TrainingArguments` option. Parsing
+answers without importing torch; the run itself is `hf_roformer.training.finetune.fine_tune`.
+"""
+
+import argparse
+
+from .parsing import HelpFormatter, add_flag, non_negative_int, option, positive_int
+from .trainer_options import (
+    add_trainer_options,
+    print_all_trainer_options,
+    requested_phases,
+    run_arguments,
+    training_arguments,
+)
+
+
+EXTRA = "training"
+GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
+GLUE_DEFAULTS = dict(
+    num_train_epochs=3.0,
+    learning_rate=2e-5,
+    per_device_train_batch_size=32,
+    eval_strategy="epoch",
+    save_strategy="epoch",
+    report_to="none",
+)
+# The original CAIL2019-SCM recipe: Adam lr 6e-6, batch 8 pairs, 20 epochs, the best checkpoint on valid.
+CAIL_DEFAULTS = dict(
+    num_train_epochs=20.0,
+    learning_rate=6e-6,
+    weight_decay=0.0,
+    per_device_train_batch_size=8,
+    eval_strategy="epoch",
+    save_strategy="epoch",
+    load_best_model_at_end=True,
+    metric_for_best_model="triplet_accuracy",
+    greater_is_better=True,
+    save_total_limit=2,
+    report_to="none",
+)
+USAGE = {
+    "glue": "--task_name TASK --model_name_or_path MODEL (--data_dir DIR | --train_file FILE --validation_file FILE | "
+    "--dataset_dir DIR | --dataset_name NAME) --output_dir DIR [options]",
+    "text-classification": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --output_dir DIR "
+    "[options]",
+    "cail2019-scm": "--model_name_or_path MODEL --data_dir DIR --output_dir DIR [options]",
+}
+TASKS = {
+    "glue": (
+        "fine-tune on a GLUE task from its published TSV files (or a `datasets` copy)",
+        "Trains (3 epochs, learning rate 2e-5, batch 32, inputs up to 512 tokens, as in the paper), evaluates on the "
+        "dev files after every epoch and at the end, and writes the test predictions in the leaderboard format.",
+        GLUE_DEFAULTS,
+    ),
+    "text-classification": (
+        "fine-tune on your own labelled texts: CSV, TSV, JSON or JSON-lines files",
+        "One text column or two (pairs), classes or scores (regression); the training file defines the labels.",
+        GLUE_DEFAULTS,
+    ),
+    "cail2019-scm": (
+        "fine-tune on CAIL2019-SCM (similar-case matching of long legal documents), the original recipe",
+        "Each triplet (A, B, C) becomes the pairs (A, B) and (A, C); masked mean pooling, a sigmoid, learning rate "
+        "6e-6, batch 8, 20 epochs, the best checkpoint on valid; the metric is the triplet accuracy.",
+        CAIL_DEFAULTS,
+    ),
+}
+EPILOG = (
+    "Every phase runs unless --do_train/--do_eval/--do_predict name some. Running the same command again resumes an "
+    "interrupted run from its last complete checkpoint; a finished one is not redone.\n"
+    "Needs the `training` extra: pip install \"hf_roformer[training]\"."
+)
+
+
+def add_model_options(parser: argparse.ArgumentParser, defaults: dict) -> None:
+    """The `run_glue.py` model options: which checkpoint, how inputs are encoded, how it is loaded."""
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        *option("model_name_or_path"), "--model", required=True, metavar="MODEL",
+        help="checkpoint directory, Hub id, or shipped:roformer-zh-char-small (the checkpoint in the package)",
+    )  # fmt: skip
+    group.add_argument(
+        *option("tokenizer_name"), "--tokenizer", help="tokenizer directory or Hub id (default: the model's)"
+    )
+    group.add_argument(
+        *option("max_seq_length"), "--max_length", "--max-length", type=positive_int,
+        default=defaults.get("max_seq_length", 512), metavar="N",
+        help="truncate inputs to N tokens, special tokens included (default: %(default)s)",
+    )  # fmt: skip
+    add_flag(group, "pad_to_max_length", "pad every input to --max_seq_length (default: each batch to its longest)")
+    group.add_argument(
+        *option("model_max_length"), type=positive_int, metavar="N",
+        help="`model_max_length` of the saved tokenizer (default: the model's max_position_embeddings)",
+    )  # fmt: skip
+    group.add_argument(
+        *option("rope_parameters"), metavar="JSON",
+        help='rope scaling for inputs past the trained length, e.g. \'{"rope_type": "ntk", "factor": 2.0}\'',
+    )  # fmt: skip
+    group.add_argument(*option("cache_dir"), help="where Hub downloads are cached")
+    group.add_argument(*option("model_revision"), default="main", help="Hub revision of the model (default: main)")
+    group.add_argument("--token", help="Hub token for private models")
+    add_flag(group, "trust_remote_code", "allow a model's own code from the Hub")
+    add_flag(group, "ignore_mismatched_sizes", "load a checkpoint whose classifier has another number of labels")
+
+
+def add_batching_options(parser: argparse.ArgumentParser) -> None:
+    """How batches of mixed lengths are laid out."""
+    group = parser.add_argument_group(
+        "batching", "Batches cost their real tokens: a training batch above the budget runs as passes of rows of "
+        "similar length (the same gradients), evaluation runs longest first (the same results)."
+    )
+    group.add_argument(
+        *option("token_budget"), type=non_negative_int, metavar="TOKENS",
+        help="most padded tokens in one training pass; 0: whole batches (default: 8192)",
+    )  # fmt: skip
+    add_flag(group, "sort_evaluation", "evaluate and predict in length order (default: true)")
+
+
+def add_sample_options(parser: argparse.ArgumentParser, what: str = "examples") -> None:
+    """`--max_train_samples`, `--max_eval_samples`, `--max_predict_samples` (quick runs)."""
+    group = parser.add_argument_group("quick runs")
+    for name, split in (("train", "training"), ("eval", "evaluation"), ("predict", "test")):
+        group.add_argument(
+            *option(f"max_{name}_samples"), type=positive_int, metavar="N", help=f"use the first N {split} {what} only"
+        )
+
+
+def add_parser(commands) -> None:
+    """`finetune` and its three tasks."""
+    finetune = commands.add_parser(
+        "finetune",
+        help="fine-tune with the Trainer: glue, text-classification (your CSV/JSON files) or cail2019-scm",
+        description="Fine-tune a RoFormer for sequence classification with transformers' Trainer. "
+        "`hf-roformer finetune TASK --help` lists every option of TASK.",
+        formatter_class=HelpFormatter,
+    )
+    tasks = finetune.add_subparsers(dest="task", required=True, metavar="TASK")
+    for name, (summary, details, defaults) in TASKS.items():
+        parser = tasks.add_parser(
+            name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.\n\n{details}", epilog=EPILOG,
+            formatter_class=HelpFormatter, usage=f"hf-roformer finetune {name} {USAGE[name]}",
+        )  # fmt: skip
+        add_data_options(parser, name)
+        add_model_options(parser, defaults)
+        add_batching_options(parser)
+        add_sample_options(parser, "triplets" if name == "cail2019-scm" else "examples")
+        add_trainer_options(parser, defaults)
+        parser.set_defaults(_run=run, _defaults=defaults)
+
+
+def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
+    """Where the task's data are."""
+    group = parser.add_argument_group("data")
+    if task == "glue":
+        group.add_argument(*option("task_name"), "--task", required=True, choices=GLUE_TASKS, metavar="TASK",
+                           help=f"the GLUE task: {', '.join(GLUE_TASKS)}")  # fmt: skip
+        group.add_argument(
+            *option("data_dir"), help="directory in the published GLUE layout (<dir>/MRPC/train.tsv, ...)"
+        )
+        group.add_argument(*option("train_file"), help="the task's train.tsv (with --validation_file)")
+        group.add_argument(*option("validation_file"), help="the task's dev.tsv")
+        group.add_argument(*option("test_file"), help="the task's test.tsv (optional)")
+        group.add_argument(*option("dataset_name"), help="a `datasets` name, e.g. nyu-mll/glue (needs the network)")
+        group.add_argument(*option("dataset_config_name"), help="its configuration (default: the task)")
+        group.add_argument(*option("dataset_dir"), help="a `datasets.save_to_disk` directory")
+    elif task == "text-classification":
+        group.add_argument(*option("train_file"), required=True,
+                           help="training examples (.csv, .tsv, .json or .jsonl); it defines the labels")  # fmt: skip
+        group.add_argument(*option("validation_file"), required=True, help="evaluation examples, with labels")
+        group.add_argument(*option("test_file"), help="examples to predict (labels optional)")
+        group.add_argument(*option("text_column_names"), metavar="A[,B]",
+                           help="one or two text columns (default: sentence1,sentence2 / sentence / text)")  # fmt: skip
+        group.add_argument(*option("label_column_name"), default="label", help="the label column (default: label)")
+        add_flag(group, "do_regression", "predict a score (default: when the training labels have fractional parts)")
+    else:
+        group.add_argument(*option("data_dir"), required=True,
+                           help="directory holding train.json, valid.json and (optionally) test.json")  # fmt: skip
+
+
+def rope_parameters(text: str | None) -> dict | None:
+    """`--rope_parameters` as a dict (None when not given)."""
+    import json
+
+    from hf_roformer.utils.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        parameters = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"--rope_parameters is not valid JSON: {error.msg}") from None
+    if not isinstance(parameters, dict):
+        raise UsageError("--rope_parameters must be a JSON object, e.g. '{\"rope_type\": \"ntk\", \"factor\": 2.0}'")
+    return parameters
+
+
+def task_loader(args: argparse.Namespace):
+    """(a function that reads and validates the task's data, the local paths it reads)."""
+    from hf_roformer.training import tasks
+
+    limits = tasks.SampleLimits(args.max_train_samples, args.max_eval_samples, args.max_predict_samples)
+    if args.task == "glue":
+        task = tasks.glue_task(args.task_name)
+        source = tasks.GlueSource(
+            args.data_dir, args.train_file, args.validation_file, args.test_file, args.dataset_name,
+            args.dataset_config_name, args.dataset_dir,
+        )  # fmt: skip
+        source.check(task)
+        return (lambda: tasks.glue_task_data(task, source, limits)), source.paths()
+    if args.task == "text-classification":
+        columns = tuple(name.strip() for name in args.text_column_names.split(",")) if args.text_column_names else None
+        files = tasks.TextFiles(
+            args.train_file, args.validation_file, args.test_file, columns, args.label_column_name, args.do_regression
+        )
+        return (lambda: tasks.text_classification_task_data(files, limits)), files.paths()
+    return (lambda: tasks.cail_task_data(args.data_dir, limits)), {"data directory": args.data_dir}
+
+
+def run(args: argparse.Namespace, passed_through: list[str]) -> None:
+    """Fine-tune as the parsed command line says."""
+    from hf_roformer.utils.extras import require_extra
+
+    prog = f"hf-roformer finetune {args.task}"
+    if args.help_all:
+        print_all_trainer_options(prog)
+        return
+    require_extra(EXTRA, f"`{prog}`")
+    from hf_roformer.training.finetune import DEFAULT_TOKEN_BUDGET, Batching, ModelOptions, Phases, fine_tune
+
+    training_args = training_arguments(args, passed_through, args._defaults, prog)
+    model_options = ModelOptions(
+        model_name_or_path=args.model_name_or_path, tokenizer_name=args.tokenizer_name,
+        max_seq_length=args.max_seq_length, pad_to_max_length=bool(args.pad_to_max_length),
+        model_max_length=args.model_max_length, rope_parameters=rope_parameters(args.rope_parameters),
+        cache_dir=args.cache_dir, model_revision=args.model_revision, token=args.token,
+        trust_remote_code=bool(args.trust_remote_code), ignore_mismatched_sizes=bool(args.ignore_mismatched_sizes),
+    )  # fmt: skip
+    load_task, inputs = task_loader(args)
+    return fine_tune(
+        f"finetune {args.task}",
+        load_task,
+        model_options,
+        training_args,
+        Phases(*requested_phases(args)),
+        arguments=run_arguments(args, training_args),
+        inputs=inputs,
+        overwrite_output_dir=bool(args.overwrite_output_dir),
+        batching=Batching(
+            DEFAULT_TOKEN_BUDGET if args.token_budget is None else args.token_budget or None,
+            args.sort_evaluation is not False,
+        ),
+    )
+
+
+__all__ = ["add_parser", "run"]

@@ -1,0 +1,134 @@
+"""Where the code lives: the library never imports the command line (every library module imports in a process where
+`hf_roformer_cli` cannot be imported), no two modules import each other (directly or round a longer circle), and the
+command line parses before importing the library."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("hf_roformer", "hf_roformer_cli")
+
+WITHOUT_THE_CLI = """
+import importlib, importlib.abc, pkgutil, sys
+
+class RefuseTheCli(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "hf_roformer_cli" or name.startswith("hf_roformer_cli."):
+            raise ModuleNotFoundError(f"{name}: the library imported the command line")
+        return None
+
+sys.meta_path.insert(0, RefuseTheCli())
+import hf_roformer
+names = sorted(module.name for module in pkgutil.walk_packages(hf_roformer.__path__, "hf_roformer."))
+for name in names:
+    importlib.import_module(name)
+print(len(names), "modules")
+"""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The project modules `path` imports (relative imports resolved; `from package import name` counts the
+    submodule when `name` is one)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = [path for package in PACKAGES for path in (ROOT / package).rglob("*.py")]
+    known = {module_name(path) for path in files}
+    return {module_name(path): imported_modules(path, known) for path in files}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for successor in graph.get(node, ()):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_library_module_imports_without_the_command_line():
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_CLI], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout.split()[0]) > 40
+
+
+def test_no_library_module_names_the_command_line():
+    graph = import_graph()
+    library = {name: targets for name, targets in graph.items() if name.split(".")[0] == "hf_roformer"}
+    assert {name: sorted(t for t in targets if t.startswith("hf_roformer_cli")) for name, targets in library.items()
+            if any(t.startswith("hf_roformer_cli") for t in targets)} == {}  # fmt: skip
+
+
+def test_no_import_circle():
+    assert circles(import_graph()) == []
+
+
+def test_the_circle_finder_finds_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_command_line_imports_the_library_only_inside_its_commands():
+    """Module level of the CLI package imports nothing of hf_roformer (nor torch or transformers): parsing is free."""
+    for path in (ROOT / "hf_roformer_cli").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        names = [alias.name for node in top_level for alias in node.names] + [
+            node.module for node in top_level if isinstance(node, ast.ImportFrom) and node.module
+        ]
+        heavy = [name for name in names if name.split(".")[0] in ("hf_roformer", "torch", "transformers")]
+        assert heavy == [], f"{path.name}: {heavy}"
