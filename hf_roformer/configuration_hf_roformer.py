@@ -42,10 +42,16 @@ def translate_roformer_config(config_dict: dict) -> dict:
     `norm_type`, `use_bias` and `pooler_activation`) into one for `HfRoFormerConfig`.
 
     The hyper-parameters share names and meanings, so they carry over and select the same architecture; values this
-    architecture does not implement fail validation with a `ValueError` naming the key.
+    architecture does not implement fail validation with a `ValueError` naming the key. `architectures` name the
+    matching classes of this package (`RoFormerForMaskedLM` -> `HfRoFormerForMaskedLM`).
     """
     translated = dict(config_dict)
     translated["model_type"] = HfRoFormerConfig.model_type
+    architectures = translated.get("architectures")
+    if isinstance(architectures, list):
+        translated["architectures"] = [
+            f"Hf{name}" if isinstance(name, str) and name.startswith("RoFormer") else name for name in architectures
+        ]
     return translated
 
 
