@@ -210,8 +210,8 @@ def check_labels(
 
 
 __all__ = [
-    "check_ids_in_range",
     "check_embeds_dtype",
+    "check_ids_in_range",
     "check_ids_or_embeds",
     "check_labels",
     "check_model_inputs",

@@ -56,7 +56,7 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     """Read a BERT-style `vocab.txt` (one token per line, id = line number) the way the original loader does.
 
     Raises a `ValueError` naming the file when it cannot be read, is empty, or lists a token on more than one line
-    (the original loader would give all of them the id of the last and shift every id after it).
+    (the original loader then gives two tokens one id and shifts every id after the repeat).
     """
     try:
         with open(vocab_file, encoding="utf-8") as reader:

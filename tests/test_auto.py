@@ -164,6 +164,7 @@ def test_routed_auto_classes_return_hf_roformer_with_transformers_outputs(auto_n
     assert hf_roformer.routes_roformer_checkpoints()
     config = transformers.AutoConfig.from_pretrained(tmp_path)
     assert type(config) is hf_roformer.HfRoFormerConfig and config.model_type == "hf_roformer"
+    assert config.architectures == [ROUTED_HEADS[auto_name][1].__name__]  # translated from transformers' name
     model = getattr(transformers, auto_name).from_pretrained(tmp_path).eval()
     assert type(model) is ROUTED_HEADS[auto_name][1]
     if auto_name == "AutoModelForCausalLM":

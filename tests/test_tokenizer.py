@@ -384,8 +384,8 @@ def test_registered_for_the_model_type(tmp_path):
 
 
 def test_a_vocabulary_listing_a_token_twice_is_refused_naming_the_lines(tmp_path):
-    """The original loader gives a repeated token the id of its last line and shifts every id after it; a vocabulary
-    listed twice used to load with every token mapped to one id."""
+    """The original loader gives two tokens one id and shifts every id after a repeated line; a vocabulary listed
+    twice used to load with every token of its second half mapped to one id."""
     lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "你", "好", "你", "[UNK]", "们", "好", "好"]
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
