@@ -1,7 +1,9 @@
 """hf_roformer: the RoFormer model family (rotary position embedding) as a transformers plugin.
 
 Importing the package registers the `hf_roformer` model type with transformers' Auto classes, so
-`AutoConfig`, `AutoModel` and every `AutoModelFor*` head below load hf_roformer checkpoints by name.
+`AutoConfig`, `AutoModel` and every `AutoModelFor*` head below load hf_roformer checkpoints by name. Checkpoints of
+transformers' own RoFormer (model type `roformer`) keep loading into transformers' classes through the Auto classes
+unless `use_for_roformer_checkpoints()` is called (see `roformer_routing`).
 """
 
 from transformers import (
@@ -29,6 +31,7 @@ from .modeling_hf_roformer import (
     HfRoFormerPreTrainedModel,
 )
 from .pretrained import pretrained_checkpoint
+from .roformer_routing import routes_roformer_checkpoints, use_for_roformer_checkpoints
 from .rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
 from .tokenization_hf_roformer import HfRoFormerTokenizer
 
@@ -66,4 +69,6 @@ __all__ = [
     "HfRoFormerTokenizer",
     "apply_rotary_pos_emb",
     "pretrained_checkpoint",
+    "routes_roformer_checkpoints",
+    "use_for_roformer_checkpoints",
 ]

@@ -27,6 +27,8 @@ from transformers.modeling_rope_utils import RopeParameters
 from .linear_attention_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS, check_linear_attention_rope
 from .padding_free_hf_roformer import PADDING_FREE_MODES
 from .rope_scaling_hf_roformer import (
+    MAX_LENGTH,
+    MAX_LENGTH_TEXT,
     check_explicit_original_length,
     check_legacy_type,
     is_integer,
@@ -40,10 +42,16 @@ def translate_roformer_config(config_dict: dict) -> dict:
     `norm_type`, `use_bias` and `pooler_activation`) into one for `HfRoFormerConfig`.
 
     The hyper-parameters share names and meanings, so they carry over and select the same architecture; values this
-    architecture does not implement fail validation with a `ValueError` naming the key.
+    architecture does not implement fail validation with a `ValueError` naming the key. `architectures` name the
+    matching classes of this package (`RoFormerForMaskedLM` -> `HfRoFormerForMaskedLM`).
     """
     translated = dict(config_dict)
     translated["model_type"] = HfRoFormerConfig.model_type
+    architectures = translated.get("architectures")
+    if isinstance(architectures, list):
+        translated["architectures"] = [
+            f"Hf{name}" if isinstance(name, str) and name.startswith("RoFormer") else name for name in architectures
+        ]
     return translated
 
 
@@ -52,30 +60,41 @@ def translate_roformer_config(config_dict: dict) -> dict:
 
 class FieldRule(NamedTuple):
     """What one field accepts: values of `types` (a bool is never taken for an int or float) that pass `test`.
-    `allowed` says it in words, for error messages and the documentation."""
+    `allowed` says it in words, for error messages and the documentation. A field that takes floats also takes ints,
+    as those floats: JSON writers write `0` for `0.0`."""
 
     allowed: str
     types: tuple[type, ...]
     test: Callable[[Any], bool] | None = None
 
-    def check(self, name: str, value: Any) -> None:
-        """Raise a `TypeError` (wrong type) or `ValueError` (wrong value) naming `name`, `value` and `allowed`."""
+    def check(self, name: str, value: Any) -> Any:
+        """Return `value` as the field holds it (an int as a float where the field takes floats); raise a `TypeError`
+        (wrong type) or `ValueError` (wrong value) naming `name`, `value` and `allowed`."""
+        if float in self.types and is_integer(value):
+            try:
+                value = float(value)
+            except OverflowError:  # an int past the largest float
+                raise ValueError(f"`{name}` must be {self.allowed}, got {shown(value)}.") from None
         if not isinstance(value, self.types) or (isinstance(value, bool) and bool not in self.types):
             raise TypeError(f"`{name}` must be {self.allowed}, got {shown(value)} ({type(value).__name__}).")
         if self.test is not None and not self.test(value):
             raise ValueError(f"`{name}` must be {self.allowed}, got {shown(value)}.")
+        return value
 
 
-def integer(minimum: int, maybe_none: bool = False, meaning: str = "") -> FieldRule:
-    """An int >= `minimum` (or None)."""
-    allowed = f"an integer >= {minimum}" + (" or None" + meaning if maybe_none else "")
+def integer(minimum: int, maybe_none: bool = False, meaning: str = "", length: bool = False) -> FieldRule:
+    """An int >= `minimum` (or None); a `length` also below `MAX_LENGTH`, as positions are int64."""
+    allowed = f"an integer >= {minimum}" + (f" and < {MAX_LENGTH_TEXT}" if length else "")
+    allowed += (" or None" + meaning) if maybe_none else ""
     types = (int, type(None)) if maybe_none else (int,)
-    return FieldRule(allowed, types, lambda value: value is None or value >= minimum)
+    return FieldRule(
+        allowed, types, lambda value: value is None or (value >= minimum and (not length or value < MAX_LENGTH))
+    )
 
 
-def number(allowed: str, types: tuple[type, ...], test: Callable[[float], bool], maybe_none: bool = False) -> FieldRule:
-    """A finite float (or int, where `types` has it) passing `test` (or None)."""
-    types = (*types, type(None)) if maybe_none else types
+def number(allowed: str, test: Callable[[float], bool], maybe_none: bool = False) -> FieldRule:
+    """A finite float (an int is taken as that float) passing `test` (or None)."""
+    types = (float, type(None)) if maybe_none else (float,)
     return FieldRule(allowed, types, lambda value: value is None or (math.isfinite(value) and test(value)))
 
 
@@ -109,11 +128,9 @@ def is_label_map(value, key_types: tuple[type, ...], value_types: tuple[type, ..
 FLOAT32_TINY = torch.finfo(torch.float32).tiny
 BOOL = FieldRule("true or false", (bool,))
 BOOL_OR_NONE = FieldRule("true, false or None", (bool, type(None)))
-PROBABILITY = number("a probability in [0, 1]", (float, int), lambda value: 0 <= value <= 1)
+PROBABILITY = number("a probability in [0, 1]", lambda value: 0 <= value <= 1)
 EPSILON = number(
-    f"a finite float >= {FLOAT32_TINY:.3g} (float32's smallest normal number)",
-    (float,),
-    lambda value: value >= FLOAT32_TINY,
+    f"a finite float >= {FLOAT32_TINY:.3g} (float32's smallest normal number)", lambda value: value >= FLOAT32_TINY
 )
 TOKEN_ID = integer(0, maybe_none=True)
 
@@ -127,9 +144,9 @@ FIELD_RULES: dict[str, FieldRule] = {
     "hidden_act": FieldRule("a key of transformers' ACT2FN (e.g. 'gelu', 'relu', 'silu')", (str,), ACT2FN.__contains__),
     "hidden_dropout_prob": PROBABILITY,
     "attention_probs_dropout_prob": PROBABILITY,
-    "max_position_embeddings": integer(1),
+    "max_position_embeddings": integer(1, length=True),
     "type_vocab_size": integer(1),
-    "initializer_range": number("a standard deviation in [0, 1]", (float,), lambda value: 0 <= value <= 1),
+    "initializer_range": number("a standard deviation in [0, 1]", lambda value: 0 <= value <= 1),
     "layer_norm_eps": EPSILON,
     "pad_token_id": TOKEN_ID,
     "bos_token_id": TOKEN_ID,
@@ -163,7 +180,7 @@ FIELD_RULES: dict[str, FieldRule] = {
     ),
     "lm_head_transform": FieldRule("true, false or None (None: derived from `norm_type`)", (bool, type(None))),
     "lm_head_layer_norm_eps": number(
-        EPSILON.allowed + " or None (None: `layer_norm_eps`)", (float,), EPSILON.test, maybe_none=True
+        EPSILON.allowed + " or None (None: `layer_norm_eps`)", EPSILON.test, maybe_none=True
     ),
     # Fields every transformers config has.
     "output_hidden_states": BOOL_OR_NONE,
@@ -220,7 +237,7 @@ def plain_validation_errors(cls):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in FIELD_RULES:
-            FIELD_RULES[name].check(name, value)
+            value = FIELD_RULES[name].check(name, value)
         try:
             strict_setattr(self, name, value)
         except StrictDataclassFieldValidationError as error:
@@ -334,8 +351,8 @@ class HfRoFormerConfig(PreTrainedConfig):
     num_attention_heads: int = 12
     intermediate_size: int = 3072
     hidden_act: str = "gelu"
-    hidden_dropout_prob: float | int = 0.1
-    attention_probs_dropout_prob: float | int = 0.1
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
     max_position_embeddings: int = 1536
     type_vocab_size: int = 2
     initializer_range: float = 0.02

@@ -43,26 +43,44 @@ def _shape(tensor: torch.Tensor) -> tuple[int, ...]:
     return tuple(tensor.shape)
 
 
+# The dtypes each kind of tensor argument accepts, in the words of the error (tested by `has_dtype_of_kind`).
+EMBEDDING_INDEX_DTYPES = (torch.long, torch.int32)  # what `nn.Embedding` looks up
+DTYPE_KINDS = {
+    "ids": "dtype torch.long or torch.int32 (indices into an embedding table)",
+    "integer": "an integer dtype (torch.long)",
+    "targets": "dtype torch.long (class indices of a cross-entropy loss)",
+    "floating": "a floating dtype",
+    "mask": "0/1 values",
+}
+
+
+def has_dtype_of_kind(dtype: torch.dtype, kind: str) -> bool:
+    """Whether `dtype` is one `kind` of argument accepts (see `DTYPE_KINDS`)."""
+    if kind == "ids":
+        return dtype in EMBEDDING_INDEX_DTYPES
+    if kind == "targets":  # cross-entropy also takes uint8, but transformers' loss then infers multi-label
+        return dtype == torch.long
+    if kind == "integer":
+        return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+    if kind == "floating":
+        return dtype.is_floating_point
+    return not dtype.is_complex  # mask
+
+
 def check_tensor(
     name: str, value, *, kind: str, dims: tuple[int, ...], shape: tuple[int | None, ...] | None = None
 ) -> None:
-    """Refuse `value` unless it is a tensor of `kind` ("integer", "floating", "mask": bool/integer/floating) with one
-    of the ranks `dims` and, where given, the `shape` (None entries are free; 1 also matches a broadcast axis only
-    where the caller allows it by passing None)."""
+    """Refuse `value` unless it is a tensor of `kind` (a key of `DTYPE_KINDS`: "ids" for embedding lookups, "integer",
+    "targets" for class labels, "floating", "mask": bool/integer/floating) with one of the ranks `dims` and, where
+    given, the `shape` (None entries are free; 1 also matches a broadcast axis only where the caller allows it by
+    passing None)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(
             f"`{name}` must be a torch.Tensor, got {type(value).__name__}; tokenizers return tensors with "
             "`return_tensors='pt'`."
         )
-    dtype = value.dtype
-    kinds = {
-        "integer": not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool,
-        "floating": dtype.is_floating_point,
-        "mask": not dtype.is_complex,
-    }
-    if not kinds[kind]:
-        expected = {"integer": "an integer dtype (torch.long)", "floating": "a floating dtype", "mask": "0/1 values"}
-        raise TypeError(f"`{name}` must have {expected[kind]}, got {dtype}.")
+    if not has_dtype_of_kind(value.dtype, kind):
+        raise TypeError(f"`{name}` must have {DTYPE_KINDS[kind]}, got {value.dtype}.")
     if value.dim() not in dims:
         ranks = " or ".join(str(rank) for rank in dims)
         raise ValueError(f"`{name}` must have {ranks} dimensions, got shape {_shape(value)}.")
@@ -70,6 +88,22 @@ def check_tensor(
         if any(expected is not None and size != expected for size, expected in zip(value.shape, shape, strict=True)):
             wanted = tuple("*" if expected is None else expected for expected in shape)
             raise ValueError(f"`{name}` has shape {_shape(value)}, expected {wanted}.")
+
+
+def check_embeds_dtype(inputs_embeds: torch.Tensor, model_dtype: torch.dtype) -> None:
+    """Refuse `inputs_embeds` of a dtype that would lift the embeddings past the model's dtype (float64 into a
+    float32 model, float32 into a bfloat16 one): the norm after them would fail with torch's "mixed dtype". Dtypes
+    that promote to the model's (bfloat16 into float32) are accepted, and so is anything under autocast on an
+    accelerator, which casts the norm's inputs; autocast on CPU does not (measured), so there it is refused too."""
+    if torch.promote_types(inputs_embeds.dtype, model_dtype) == model_dtype:
+        return
+    device = inputs_embeds.device.type
+    if device != "cpu" and torch.is_autocast_enabled(device):
+        return
+    raise TypeError(
+        f"`inputs_embeds` has dtype {inputs_embeds.dtype}, but the model's embeddings are {model_dtype}; pass "
+        f"`inputs_embeds.to({model_dtype})`."
+    )
 
 
 def check_values(name: str, value: torch.Tensor, allowed: torch.Tensor, description: str) -> None:
@@ -86,7 +120,7 @@ def check_ids_or_embeds(input_ids, inputs_embeds, ids_rank: int = 2) -> torch.Te
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
     if input_ids is not None:
-        check_tensor("input_ids", input_ids, kind="integer", dims=(ids_rank,))
+        check_tensor("input_ids", input_ids, kind="ids", dims=(ids_rank,))
         return input_ids
     check_tensor("inputs_embeds", inputs_embeds, kind="floating", dims=(ids_rank + 1,))
     return inputs_embeds
@@ -132,7 +166,7 @@ def check_model_inputs(
                 f"{_shape(attention_mask)}."
             )
     if token_type_ids is not None:
-        check_tensor("token_type_ids", token_type_ids, kind="integer", dims=(2,), shape=(batch, seq_length))
+        check_tensor("token_type_ids", token_type_ids, kind="ids", dims=(2,), shape=(batch, seq_length))
     if position_ids is not None:
         check_tensor("position_ids", position_ids, kind="integer", dims=(2,), shape=(None, seq_length))
         if position_ids.shape[0] not in (1, batch):
@@ -163,9 +197,10 @@ def check_labels(
     high: int | None = None,
     ignore_index: bool = False,
 ) -> None:
-    """Refuse `labels` of the wrong type, shape or (integer) range `[low, high)`; -100 allowed with `ignore_index`."""
+    """Refuse `labels` of the wrong type, shape or (class index) range `[low, high)`; -100 allowed with
+    `ignore_index`."""
     check_tensor(name, labels, kind=kind, dims=(len(shape),), shape=shape)
-    if kind != "integer" or high is None:
+    if kind != "targets" or high is None:
         return
     allowed = (labels >= low) & (labels < high)
     if ignore_index:
@@ -175,6 +210,7 @@ def check_labels(
 
 
 __all__ = [
+    "check_embeds_dtype",
     "check_ids_in_range",
     "check_ids_or_embeds",
     "check_labels",

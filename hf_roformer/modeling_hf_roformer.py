@@ -35,6 +35,7 @@ from transformers.utils.output_capturing import capture_outputs
 from .batch_plan_hf_roformer import BatchPlan, plan_batch
 from .configuration_hf_roformer import HfRoFormerConfig
 from .input_checks_hf_roformer import (
+    check_embeds_dtype,
     check_ids_in_range,
     check_ids_or_embeds,
     check_labels,
@@ -141,6 +142,8 @@ class HfRoFormerEmbeddings(nn.Module):
         if inputs_embeds is None:
             check_ids_in_range(input_ids, self.word_embeddings.num_embeddings, "input_ids", "vocab_size")
             inputs_embeds = self.word_embeddings(input_ids)
+        else:
+            check_embeds_dtype(inputs_embeds, self.word_embeddings.weight.dtype)
         if token_type_ids is None:
             token_type_ids = torch.zeros(inputs_embeds.shape[:-1], dtype=torch.long, device=inputs_embeds.device)
         else:
@@ -690,12 +693,18 @@ def flatten_choices(shape, input_ids, attention_mask, token_type_ids, position_i
     """Multiple-choice inputs `(batch, choices, seq_len, ...)` as rows `(batch * choices, seq_len, ...)`; masks,
     segment ids and positions must have the ids' `shape` (positions may broadcast over the batch)."""
     given = {"attention_mask": attention_mask, "token_type_ids": token_type_ids, "position_ids": position_ids}
+    kinds = {"attention_mask": "mask", "token_type_ids": "ids", "position_ids": "integer"}
     for name, tensor in given.items():
         if tensor is not None:
             expected = (None if name == "position_ids" else shape[0], *shape[1:])
-            kind = "mask" if name == "attention_mask" else "integer"
-            check_tensor(name, tensor, kind=kind, dims=(3,), shape=expected)
+            check_tensor(name, tensor, kind=kinds[name], dims=(3,), shape=expected)
     if position_ids is not None:
+        if position_ids.shape[0] not in (1, shape[0]):
+            rows = ", ".join(str(size) for size in shape[1:])
+            raise ValueError(
+                f"`position_ids` has shape {tuple(position_ids.shape)}, expected ({shape[0]}, {rows}) or (1, {rows}) "
+                "(one row of positions for every question of the batch)."
+            )
         position_ids = position_ids.expand(shape)
     tensors = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
     return tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
@@ -799,7 +808,7 @@ class HfRoFormerForMaskedLM(HfRoFormerTiedLMHeadMixin, HfRoFormerTaskModel):
     def check_labels(self, labels, batch, length):
         """One token id (or -100) per input token."""
         vocab = self.config.vocab_size
-        check_labels("labels", labels, kind="integer", shape=(batch, length), high=vocab, ignore_index=True)
+        check_labels("labels", labels, kind="targets", shape=(batch, length), high=vocab, ignore_index=True)
 
 
 class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel, GenerationMixin):
@@ -856,7 +865,7 @@ class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel
         inputs = check_ids_or_embeds(input_ids, inputs_embeds)
         if labels is not None:
             vocab = self.config.vocab_size
-            check_labels("labels", labels, kind="integer", shape=tuple(inputs.shape[:2]), high=vocab, ignore_index=True)
+            check_labels("labels", labels, kind="targets", shape=tuple(inputs.shape[:2]), high=vocab, ignore_index=True)
         outputs = self.roformer(
             input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
             inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
@@ -957,7 +966,7 @@ class HfRoFormerForSequenceClassification(HfRoFormerTaskModel):
             else:
                 problem = "single_label_classification"
         if problem == "single_label_classification":
-            check_labels("labels", labels, kind="integer", shape=(batch,), high=num_labels)
+            check_labels("labels", labels, kind="targets", shape=(batch,), high=num_labels)
             return
         shape = (batch,) if problem == "regression" and num_labels == 1 and labels.dim() == 1 else (batch, num_labels)
         check_labels("labels", labels, kind="floating", shape=shape)
@@ -995,7 +1004,7 @@ class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
 
     def check_labels(self, labels, batch, num_choices):
         """The index of the correct choice of every question."""
-        check_labels("labels", labels, kind="integer", shape=(batch,), high=num_choices)
+        check_labels("labels", labels, kind="targets", shape=(batch,), high=num_choices)
 
 
 class HfRoFormerForTokenClassification(HfRoFormerTaskModel):
@@ -1022,7 +1031,7 @@ class HfRoFormerForTokenClassification(HfRoFormerTaskModel):
     def check_labels(self, labels, batch, length):
         """One class index (or -100) per input token."""
         num_labels = self.config.num_labels
-        check_labels("labels", labels, kind="integer", shape=(batch, length), high=num_labels, ignore_index=True)
+        check_labels("labels", labels, kind="targets", shape=(batch, length), high=num_labels, ignore_index=True)
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions) -> torch.Tensor:
@@ -1062,7 +1071,7 @@ class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
         inputs = check_ids_or_embeds(input_ids, inputs_embeds)
         if training_span:  # positions past the input are ignored, as transformers does
             for name, positions in (("start_positions", start_positions), ("end_positions", end_positions)):
-                check_tensor(name, positions, kind="integer", dims=(1, 2))
+                check_tensor(name, positions, kind="targets", dims=(1, 2))
                 if positions.shape[0] != inputs.shape[0] or positions.numel() != inputs.shape[0]:
                     raise ValueError(f"`{name}` has shape {tuple(positions.shape)}, expected ({inputs.shape[0]},).")
                 check_values(name, positions, positions >= 0, "answer positions must be >= 0")

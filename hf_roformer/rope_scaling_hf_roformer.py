@@ -147,14 +147,25 @@ def _longrope_inverse_frequencies(config, lengths: torch.Tensor | None, device: 
 # Transformers' rope types build their factors as float32 tensors: anything below this becomes 0 (then 1/0) there.
 FLOAT32_TINY = torch.finfo(torch.float32).tiny
 FLOAT32_MAX = torch.finfo(torch.float32).max
+# Positions are int64 tensors: no length reaches 2**63 (beyond it torch cannot even hold the number).
+MAX_LENGTH = 2**63
+MAX_LENGTH_TEXT = "2**63"
+# YaRN's beta_fast and beta_slow count rotations and enter as ln(original length / (2 pi beta)): far outside this
+# range the quotient overflows (a math domain error, or an infinity that cannot be rounded with `truncate`).
+YARN_BETA_RANGE = (1e-100, 1e100)
 # Bound on the factor a rope type puts on queries and keys. YaRN's 0.1 ln s + 1 reaches it only at s ~ 1e39 and
 # LongRoPE's sqrt(1 + ln s / ln L) at ln s = 99 ln L; beyond it the squared factor overflows attention logits.
 MAX_ATTENTION_FACTOR = 10.0
 
 
 def is_real(value) -> bool:
-    """A finite int or float (bools excluded)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite int or float (bools excluded; an int too large for a float is not finite)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def is_integer(value) -> bool:
@@ -174,11 +185,13 @@ SHORT_REPR.maxlist = SHORT_REPR.maxdict = 8
 
 class KeyRule(NamedTuple):
     """What one `rope_parameters` key accepts: `allowed` says it in words (errors and docs), `accepts` tests it.
-    `null_means_absent`: the type's reader treats `None` like a missing key, so `null` in a config file is fine."""
+    `null_means_absent`: the type's reader treats `None` like a missing key, so `null` in a config file is fine.
+    `real`: the key holds a real number (or a list of them), so an int given for it is taken as that float."""
 
     allowed: str
     accepts: Callable[[Any], bool]
     null_means_absent: bool = False
+    real: bool = False
 
 
 class RopeTypeRules(NamedTuple):
@@ -189,19 +202,36 @@ class RopeTypeRules(NamedTuple):
     min_head_dim: int = 2
 
 
-THETA = KeyRule("a finite number > 1", lambda value: is_real(value) and value > 1)
-FACTOR = KeyRule("a finite number >= 1", lambda value: is_real(value) and value >= 1)
-LENGTH = KeyRule("an integer >= 1", lambda value: is_integer(value) and value >= 1)
-POSITIVE = KeyRule("a finite number > 0", lambda value: is_real(value) and value > 0)
-NON_NEGATIVE = KeyRule("a finite number >= 0", lambda value: is_real(value) and value >= 0)
+def length_rule(minimum: int, allowed: str | None = None) -> KeyRule:
+    """A length in positions: an integer >= `minimum` and < `MAX_LENGTH` (`allowed`: the words, if others)."""
+    words = f"an integer >= {minimum} and < {MAX_LENGTH_TEXT}"
+    return KeyRule(
+        words if allowed is None else allowed.format(length=words),
+        lambda value: is_integer(value) and minimum <= value < MAX_LENGTH,
+    )
+
+
+THETA = KeyRule("a finite number > 1", lambda value: is_real(value) and value > 1, real=True)
+FACTOR = KeyRule("a finite number >= 1", lambda value: is_real(value) and value >= 1, real=True)
+LENGTH = length_rule(1)
+POSITIVE = KeyRule("a finite number > 0", lambda value: is_real(value) and value > 0, real=True)
+NON_NEGATIVE = KeyRule("a finite number >= 0", lambda value: is_real(value) and value >= 0, real=True)
+YARN_BETA = KeyRule(
+    f"a number in [{YARN_BETA_RANGE[0]:g}, {YARN_BETA_RANGE[1]:g}] (a count of rotations)",
+    lambda value: is_real(value) and YARN_BETA_RANGE[0] <= value <= YARN_BETA_RANGE[1],
+    null_means_absent=True,
+    real=True,
+)
 ATTENTION_FACTOR = KeyRule(
     f"a number in (0, {MAX_ATTENTION_FACTOR:g}]",
     lambda value: is_real(value) and 0 < value <= MAX_ATTENTION_FACTOR,
     null_means_absent=True,
+    real=True,
 )
 FULL_ROTATION = KeyRule(
     "1 (RoFormer rotates every feature pair; use rope_type 'proportional' for partial rotation)",
     lambda value: is_real(value) and value == 1,
+    real=True,
 )
 
 
@@ -211,7 +241,9 @@ def _factor_list(values) -> bool:
     )
 
 
-FACTOR_LIST = KeyRule(f"a list of head_dim / 2 numbers in [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}]", _factor_list)
+FACTOR_LIST = KeyRule(
+    f"a list of head_dim / 2 numbers in [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}]", _factor_list, real=True
+)
 
 ROPE_TYPE_RULES: dict[str, RopeTypeRules] = {
     "default": RopeTypeRules({"rope_theta": THETA}, {"partial_rotary_factor": FULL_ROTATION}),
@@ -232,14 +264,15 @@ ROPE_TYPE_RULES: dict[str, RopeTypeRules] = {
         {
             "rope_theta": THETA,  # YaRN divides by ln(rope_theta)
             "factor": FACTOR,
-            "original_max_position_embeddings": LENGTH._replace(
-                allowed="the length the model was pre-trained at (an integer >= 1, e.g. 512 for the original RoFormer "
-                "checkpoints; transformers would silently take `max_position_embeddings`)"
+            "original_max_position_embeddings": length_rule(
+                1,
+                "the length the model was pre-trained at ({length}, e.g. 512 for the original RoFormer checkpoints; "
+                "transformers would silently take `max_position_embeddings`)",
             ),
         },
         {
-            "beta_fast": POSITIVE._replace(null_means_absent=True),
-            "beta_slow": POSITIVE._replace(null_means_absent=True),
+            "beta_fast": YARN_BETA,
+            "beta_slow": YARN_BETA,
             "attention_factor": ATTENTION_FACTOR,
             "mscale": NON_NEGATIVE._replace(null_means_absent=True),
             "mscale_all_dim": NON_NEGATIVE._replace(null_means_absent=True),
@@ -253,9 +286,7 @@ ROPE_TYPE_RULES: dict[str, RopeTypeRules] = {
             "short_factor": FACTOR_LIST,
             "long_factor": FACTOR_LIST,
             # The default attention factor divides by ln(original_max_position_embeddings).
-            "original_max_position_embeddings": KeyRule(
-                "an integer >= 2", lambda value: is_integer(value) and value >= 2
-            ),
+            "original_max_position_embeddings": length_rule(2),
         },
         {
             "factor": FACTOR._replace(null_means_absent=True),
@@ -280,6 +311,7 @@ ROPE_TYPE_RULES: dict[str, RopeTypeRules] = {
             "partial_rotary_factor": KeyRule(
                 "a number in (0, 1] (the fraction of feature pairs rotated)",
                 lambda value: is_real(value) and 0 < value <= 1,
+                real=True,
             ),
         },
     ),
@@ -328,9 +360,31 @@ def check_legacy_type(parameters: dict) -> None:
         )
 
 
+def _take_ints_as_floats(parameters: dict, rules: dict[str, KeyRule]) -> None:
+    """Replace, in place, the ints of keys that hold real numbers by those floats (JSON writers write `2` for `2.0`;
+    and torch cannot take an int past int64 where a float works). Ints too large for a float stay, and fail their
+    rule."""
+
+    def as_float(value):
+        if not is_integer(value):
+            return value
+        try:
+            return float(value)
+        except OverflowError:
+            return value
+
+    for key, rule in rules.items():
+        if rule.real and key in parameters:
+            value = parameters[key]
+            parameters[key] = [as_float(item) for item in value] if isinstance(value, list) else as_float(value)
+
+
 def validate_rope_parameters(config) -> None:
     """Raise a `ValueError` (or `TypeError` for a wrong type) naming the key, its value and what is allowed, for
-    `config.rope_parameters` that cannot describe a rotary embedding of `config.head_dim`. Unread keys are logged."""
+    `config.rope_parameters` that cannot describe a rotary embedding of `config.head_dim`. Unread keys are logged.
+
+    Ints given for keys that hold real numbers become those floats, in place: every way to a model passes here (the
+    config's construction, `validate()`, saving and building a model)."""
     parameters = config.rope_parameters
     if not isinstance(parameters, dict):
         raise TypeError(
@@ -344,6 +398,7 @@ def validate_rope_parameters(config) -> None:
         )
     check_legacy_type(parameters)
     rules = ROPE_TYPE_RULES[rope_type]
+    _take_ints_as_floats(parameters, {**rules.required, **rules.optional})
     for key, rule in rules.required.items():
         if parameters.get(key) is None:
             raise ValueError(f"`rope_parameters['{key}']` is required for rope_type {rope_type!r}: {rule.allowed}.")
@@ -414,6 +469,8 @@ ATTENTION_FACTOR_SOURCES = ("factor", "mscale", "mscale_all_dim", "original_max_
 
 __all__ = [
     "LENGTH_DEPENDENT_TYPES",
+    "MAX_LENGTH",
+    "MAX_LENGTH_TEXT",
     "ROPE_TYPE_RULES",
     "angle_dtype",
     "check_explicit_original_length",

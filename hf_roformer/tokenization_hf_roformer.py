@@ -55,20 +55,43 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     """Read a BERT-style `vocab.txt` (one token per line, id = line number) the way the original loader does.
 
-    Raises a `ValueError` naming the file when it cannot be read or is empty.
+    Raises a `ValueError` naming the file when it cannot be read, is empty, or lists a token on more than one line
+    (the original loader then gives two tokens one id and shifts every id after the repeat).
     """
     try:
         with open(vocab_file, encoding="utf-8") as reader:
             lines = reader.read().splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"{vocab_file}: cannot read the vocabulary ({error}).") from error
-    vocab: dict[str, int] = {}
+    tokens = []
     for line in lines:
         fields = line.split()
-        vocab[fields[0] if fields else line.strip()] = len(vocab)
-    if not vocab:
+        tokens.append(fields[0] if fields else line.strip())
+    if not tokens:
         raise ValueError(f"{vocab_file}: the vocabulary is empty.")
-    return vocab
+    check_tokens_listed_once(tokens, str(vocab_file))
+    return {token: index for index, token in enumerate(tokens)}
+
+
+def check_tokens_listed_once(tokens: list[str], source: str, shown: int = 5) -> None:
+    """Raise a `ValueError` naming `source`, the repeated tokens and their line numbers (from 1) when a token of the
+    vocabulary lines `tokens` appears more than once."""
+    lines: dict[str, list[int]] = {}
+    for number, token in enumerate(tokens, start=1):
+        lines.setdefault(token, []).append(number)
+    repeated = [(token, numbers) for token, numbers in lines.items() if len(numbers) > 1]
+    if not repeated:
+        return
+
+    def where(numbers: list[int]) -> str:
+        return ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+
+    listed = ", ".join(f"{token!r} on lines {where(numbers)}" for token, numbers in repeated[:shown])
+    more = f" (and {len(repeated) - shown} more)" if len(repeated) > shown else ""
+    raise ValueError(
+        f"{source}: {len(repeated)} token(s) listed on more than one line: {listed}{more}; each token must have one "
+        "line, whose number gives its id."
+    )
 
 
 def check_special_tokens(vocab: dict[str, int], special_tokens, source: str) -> None:
@@ -323,8 +346,6 @@ class HfRoFormerTokenizer(TokenizersBackend):
             firsts, seconds, self.cls_token_id, self.sep_token_id, add_special_tokens, padding, length, columns,
             end_with_sep=self.end_with_sep,
         )
-        for input_ids in data["input_ids"]:
-            self._eventual_warn_about_too_long_sequence(input_ids, max_length, kwargs.get("verbose", True))
         encodings = LazyEncodings(
             firsts, seconds, add_special_tokens, padding, length, encoder.post_processing_tokenizer()
         )
@@ -366,6 +387,11 @@ class HfRoFormerTokenizer(TokenizersBackend):
         view.__dict__.update(self.__dict__)
         view.__dict__["_tokenizer"] = backend
         return view
+
+    def _eventual_warn_about_too_long_sequence(self, ids, max_length, verbose) -> None:
+        """Never warn that a text longer than `model_max_length` "will result in indexing errors": transformers says
+        so for models with a position table, and RoFormer has none (positions are rotations, any length runs). This
+        method emits only that warning; `model_max_length` still sets where truncation cuts."""
 
     def _check_max_length(self, is_pair: bool, kwargs: dict) -> None:
         """Raise a `ValueError` when truncation asks for fewer tokens than the special tokens alone take."""
@@ -428,4 +454,4 @@ class HfRoFormerTokenizer(TokenizersBackend):
         return file_names
 
 
-__all__ = ["HfRoFormerTokenizer", "load_vocab", "original_pair_lengths"]
+__all__ = ["HfRoFormerTokenizer", "check_tokens_listed_once", "load_vocab", "original_pair_lengths"]

@@ -111,3 +111,137 @@ def test_remote_code_load_without_the_package(tmp_path):
         remote = torch.load(tmp_path / auto_name / "out.pt")
         assert remote["class"] == class_name, auto_name
         assert torch.equal(remote["output"], output), auto_name
+
+
+# -- transformers' `roformer` checkpoints through the Auto classes: opt-in routing ---------------------------------
+
+ROUTED_HEADS = {  # Auto class -> (transformers' class, hf_roformer's class)
+    auto_name: (getattr(transformers, model_class.__name__.removeprefix("Hf")), model_class)
+    for auto_name, model_class in AUTO_HEADS.items()
+}
+TRAINED_LENGTH = 64
+ROUTING_TOLERANCE = 1e-6
+CHAR_VOCAB = os.path.join(os.path.dirname(__file__), "fixtures", "char_vocab.txt")
+with open(CHAR_VOCAB, encoding="utf-8") as _vocab:
+    CHAR_VOCAB_SIZE = len(_vocab.read().splitlines())
+
+
+@pytest.fixture
+def routed():
+    """`roformer` checkpoints routed to hf_roformer for one test, switched back however it ends."""
+    hf_roformer.use_for_roformer_checkpoints()
+    try:
+        yield
+    finally:
+        hf_roformer.use_for_roformer_checkpoints(False)
+
+
+def transformers_checkpoint(auto_name: str, directory) -> torch.nn.Module:
+    """A seeded tiny transformers `RoFormer*` model of the head `auto_name` maps to, saved (with transformers'
+    `RoFormerTokenizer`) as the Hub's RoFormer checkpoints are: model type `roformer`."""
+    torch.manual_seed(0)
+    config = transformers.RoFormerConfig(
+        vocab_size=CHAR_VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+        max_position_embeddings=TRAINED_LENGTH, num_labels=3, is_decoder=auto_name == "AutoModelForCausalLM",
+    )
+    model = ROUTED_HEADS[auto_name][0](config).eval()
+    model.save_pretrained(directory)
+    transformers.RoFormerTokenizer(CHAR_VOCAB).save_pretrained(directory)
+    assert json.loads((directory / "config.json").read_text())["model_type"] == "roformer"
+    return model
+
+
+def test_without_the_call_auto_classes_keep_transformers_roformer(tmp_path):
+    transformers_checkpoint("AutoModelForMaskedLM", tmp_path)
+    assert not hf_roformer.routes_roformer_checkpoints()
+    assert type(transformers.AutoConfig.from_pretrained(tmp_path)) is transformers.RoFormerConfig
+    assert type(transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)) is transformers.RoFormerForMaskedLM
+
+
+@pytest.mark.parametrize("auto_name", sorted(AUTO_HEADS))
+def test_routed_auto_classes_return_hf_roformer_with_transformers_outputs(auto_name, routed, tmp_path):
+    reference = transformers_checkpoint(auto_name, tmp_path)
+    assert hf_roformer.routes_roformer_checkpoints()
+    config = transformers.AutoConfig.from_pretrained(tmp_path)
+    assert type(config) is hf_roformer.HfRoFormerConfig and config.model_type == "hf_roformer"
+    assert config.architectures == [ROUTED_HEADS[auto_name][1].__name__]  # translated from transformers' name
+    model = getattr(transformers, auto_name).from_pretrained(tmp_path).eval()
+    assert type(model) is ROUTED_HEADS[auto_name][1]
+    if auto_name == "AutoModelForCausalLM":
+        return  # some transformers 5.x releases run their RoFormer decoder bidirectionally: no reference (test_parity)
+    inputs = {name: tensor.contiguous() for name, tensor in sample_inputs(auto_name).items()}  # transformers `view`s
+    with torch.no_grad():
+        torch.testing.assert_close(
+            first_output(model(**inputs)), first_output(reference(**inputs)), atol=ROUTING_TOLERANCE, rtol=0
+        )
+
+
+def test_routed_masked_lm_runs_past_the_trained_length_with_rope_parameters(routed, tmp_path):
+    reference = transformers_checkpoint("AutoModelForMaskedLM", tmp_path)
+    rope_parameters = {"rope_type": "yarn", "factor": 3.0, "original_max_position_embeddings": TRAINED_LENGTH}
+    model = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path, rope_parameters=rope_parameters).eval()
+    assert type(model) is hf_roformer.HfRoFormerForMaskedLM
+    assert model.config.rope_parameters == {**rope_parameters, "rope_theta": 10000.0}
+    long_ids = torch.randint(1, 99, (1, 3 * TRAINED_LENGTH), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = model(long_ids).logits
+        assert logits.shape == (1, 3 * TRAINED_LENGTH, CHAR_VOCAB_SIZE) and logits.isfinite().all()
+        with pytest.raises(IndexError):  # what the same call gives without the routing
+            reference(long_ids)
+    model.save_pretrained(tmp_path / "saved")  # an ordinary hf_roformer checkpoint
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())
+    assert saved["model_type"] == "hf_roformer" and saved["auto_map"] == AUTO_MAP
+    assert saved["architectures"] == ["HfRoFormerForMaskedLM"] and saved["rope_parameters"]["rope_type"] == "yarn"
+
+
+def test_routing_switches_off_again(tmp_path):
+    transformers_checkpoint("AutoModelForMaskedLM", tmp_path)
+    hf_roformer.use_for_roformer_checkpoints()
+    try:
+        assert type(transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)) is hf_roformer.HfRoFormerForMaskedLM
+        assert type(transformers.AutoConfig.for_model("roformer", vocab_size=50)) is hf_roformer.HfRoFormerConfig
+    finally:
+        hf_roformer.use_for_roformer_checkpoints(False)
+    assert not hf_roformer.routes_roformer_checkpoints()
+    assert transformers.CONFIG_MAPPING["roformer"] is transformers.RoFormerConfig
+    assert type(transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)) is transformers.RoFormerForMaskedLM
+    with pytest.raises(TypeError, match=r"^`enabled` must be True or False, got 'no'\.$"):
+        hf_roformer.use_for_roformer_checkpoints("no")
+
+
+def test_routed_fill_mask_pipeline_answers_as_transformers_roformer(tmp_path):
+    transformers_checkpoint("AutoModelForMaskedLM", tmp_path)
+    text = "今天[MASK]气很好"
+    expected_pipeline = transformers.pipeline("fill-mask", model=str(tmp_path))
+    assert type(expected_pipeline.model) is transformers.RoFormerForMaskedLM
+    expected = expected_pipeline(text, top_k=5)
+    hf_roformer.use_for_roformer_checkpoints()
+    try:
+        routed_pipeline = transformers.pipeline("fill-mask", model=str(tmp_path))
+    finally:
+        hf_roformer.use_for_roformer_checkpoints(False)
+    assert type(routed_pipeline.model) is hf_roformer.HfRoFormerForMaskedLM
+    assert type(routed_pipeline.tokenizer) is type(expected_pipeline.tokenizer)  # the checkpoint's own tokenizer
+    answers = routed_pipeline(text, top_k=5)
+    assert [answer["token"] for answer in answers] == [answer["token"] for answer in expected]
+    torch.testing.assert_close(
+        torch.tensor([answer["score"] for answer in answers]),
+        torch.tensor([answer["score"] for answer in expected]),
+        atol=ROUTING_TOLERANCE,
+        rtol=0,
+    )
+
+
+def test_routed_sequence_classification_head_and_pipeline(routed, tmp_path):
+    reference = transformers_checkpoint("AutoModelForSequenceClassification", tmp_path)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert type(model) is hf_roformer.HfRoFormerForSequenceClassification and model.config.num_labels == 3
+    classify = transformers.pipeline("text-classification", model=str(tmp_path), top_k=None)
+    assert type(classify.model) is hf_roformer.HfRoFormerForSequenceClassification
+    encoded = classify.tokenizer("今天天气很好", return_tensors="pt")
+    with torch.no_grad():
+        expected = reference(**encoded).logits[0].softmax(-1)
+    (result,) = classify(["今天天气很好"])
+    scores = {answer["label"]: answer["score"] for answer in result}
+    actual = torch.tensor([scores[reference.config.id2label[index]] for index in range(3)])
+    torch.testing.assert_close(actual, expected, atol=ROUTING_TOLERANCE, rtol=0)

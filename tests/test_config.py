@@ -168,7 +168,8 @@ ISSUE_EXAMPLES = [
     (
         {"rope_parameters": {**YARN, "beta_slow": -1.0}},
         ValueError,
-        "`rope_parameters['beta_slow']` must be a finite number > 0 for rope_type 'yarn', got -1.0.",
+        "`rope_parameters['beta_slow']` must be a number in [1e-100, 1e+100] (a count of rotations) for rope_type "
+        "'yarn', got -1.0.",
     ),
     # `initializer_range < 0` or NaN (RuntimeError in `normal_`).
     ({"initializer_range": -0.1}, ValueError, "`initializer_range` must be a standard deviation in [0, 1], got -0.1."),
@@ -207,6 +208,127 @@ def test_issue_examples_give_exact_messages(overrides, error, message):
         tiny_config(**overrides)
     assert type(caught.value) is error and not isinstance(caught.value, StrictDataclassError)
     assert str(caught.value) == message
+
+
+# -- issue 22: values that overflowed inside transformers' rope code or torch -----------------------------------------
+
+OVERFLOWS = [
+    # `ValueError: math domain error` in transformers' YaRN: ln(L / (2 pi beta_fast)) of 0.
+    (
+        {"rope_parameters": {**YARN, "beta_fast": 1e308}},
+        "`rope_parameters['beta_fast']` must be a number in [1e-100, 1e+100] (a count of rotations) for rope_type "
+        "'yarn', got 1e+308.",
+    ),
+    # `OverflowError: cannot convert float infinity to integer` (YaRN's `truncate` rounds ln(L / (2 pi beta_slow))).
+    (
+        {"rope_parameters": {**YARN, "beta_slow": 5e-324}},
+        "`rope_parameters['beta_slow']` must be a number in [1e-100, 1e+100] (a count of rotations) for rope_type "
+        "'yarn', got 5e-324.",
+    ),
+    # `OverflowError: int too big to convert` in torch, building the model.
+    (
+        {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 10**30}},
+        "`rope_parameters['original_max_position_embeddings']` must be an integer >= 1 and < 2**63 for rope_type "
+        "'dynamic', got 1000000000000000000000000000000.",
+    ),
+    (
+        {"max_position_embeddings": 2**63, "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}},
+        "`max_position_embeddings` must be an integer >= 1 and < 2**63, got 9223372036854775808.",
+    ),
+    # `OverflowError: int too large to convert to float` (a JSON integer of 400 digits, shown shortened).
+    (
+        {"rope_parameters": {"rope_type": "linear", "factor": 10**400}},
+        "`rope_parameters['factor']` must be a finite number >= 1 for rope_type 'linear', got "
+        "100000000000000000...0000000000000000000.",
+    ),
+    (
+        {"initializer_range": 10**400},
+        "`initializer_range` must be a standard deviation in [0, 1], got 100000000000000000...0000000000000000000.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), OVERFLOWS)
+def test_values_that_overflow_are_refused_naming_the_key(overrides, message):
+    with pytest.raises(ValueError) as caught:
+        tiny_config(**overrides)
+    assert type(caught.value) is ValueError and str(caught.value) == message
+
+
+FLOAT_FIELDS = {
+    "initializer_range": 0,
+    "layer_norm_eps": 1,
+    "hidden_dropout_prob": 0,
+    "attention_probs_dropout_prob": 1,
+    "linear_attention_eps": 1,
+    "lm_head_layer_norm_eps": 1,
+}
+INTEGER_ROPE = {
+    "rope_type": "yarn",
+    "rope_theta": 10000,
+    "factor": 4,
+    "original_max_position_embeddings": 8,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "mscale": 1,
+    "mscale_all_dim": 0,
+    "attention_factor": 1,
+}
+
+
+def assert_held_as_floats(config) -> None:
+    for name, value in FLOAT_FIELDS.items():
+        held = getattr(config, name)
+        assert type(held) is float and held == value, name
+    for key, value in config.rope_parameters.items():
+        expected = int if key == "original_max_position_embeddings" else str if key == "rope_type" else float
+        assert type(value) is expected and value == INTEGER_ROPE[key], key
+
+
+def test_integers_for_float_fields_are_taken_as_floats(tmp_path):
+    """JSON writers write `0` for `0.0`: construction, a config.json, overrides and assignment take them as floats."""
+    assert_held_as_floats(tiny_config(**FLOAT_FIELDS, rope_parameters=dict(INTEGER_ROPE)))
+    (tmp_path / "config.json").write_text(
+        json.dumps({**TINY, "model_type": "hf_roformer", **FLOAT_FIELDS, "rope_parameters": INTEGER_ROPE})
+    )
+    assert_held_as_floats(hf_roformer.HfRoFormerConfig.from_pretrained(tmp_path))
+    tiny_config().save_pretrained(tmp_path / "saved")
+    overridden = hf_roformer.HfRoFormerConfig.from_pretrained(
+        tmp_path / "saved", **FLOAT_FIELDS, rope_parameters=dict(INTEGER_ROPE)
+    )
+    assert_held_as_floats(overridden)
+    config = tiny_config(rope_parameters=dict(INTEGER_ROPE))
+    for name, value in FLOAT_FIELDS.items():
+        setattr(config, name, value)
+    assert_held_as_floats(config)
+    saved = json.loads(config.to_json_string())
+    assert saved["initializer_range"] == 0.0 and isinstance(saved["initializer_range"], float)
+
+
+def test_rope_integers_edited_in_place_are_floats_once_the_model_is_built():
+    config = tiny_config()
+    config.rope_parameters.update(rope_type="linear", factor=2)
+    hf_roformer.HfRoFormerModel(config)
+    assert config.rope_parameters == {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
+    assert type(config.rope_parameters["factor"]) is float
+
+
+@pytest.mark.parametrize("value", [True, "0.02", "0"])
+def test_booleans_and_strings_stay_refused_for_float_fields(value):
+    with pytest.raises(TypeError) as caught:
+        tiny_config(initializer_range=value)
+    assert str(caught.value) == (
+        f"`initializer_range` must be a standard deviation in [0, 1], got {value!r} ({type(value).__name__})."
+    )
+    config = tiny_config()
+    with pytest.raises(TypeError):
+        config.layer_norm_eps = value
+    assert config.layer_norm_eps == 1e-12
+    with pytest.raises(ValueError) as caught:
+        tiny_config(rope_parameters={"rope_type": "linear", "factor": value})
+    assert str(caught.value) == (
+        f"`rope_parameters['factor']` must be a finite number >= 1 for rope_type 'linear', got {value!r}."
+    )
 
 
 def test_assignment_checks_the_field_at_once():

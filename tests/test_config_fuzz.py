@@ -30,6 +30,7 @@ from transformers.activations import ACT2FN
 import hf_roformer
 from hf_roformer import HfRoFormerConfig
 from hf_roformer.configuration_hf_roformer import FIELD_RULES, FLOAT32_TINY
+from hf_roformer.rope_scaling_hf_roformer import ROPE_TYPE_RULES, is_integer
 
 
 SEED = 17
@@ -74,12 +75,13 @@ VALID_VALUES = {
     "num_attention_heads": [1, 2, 3, 4],
     "intermediate_size": [1, 4, 33],
     "hidden_act": sorted(ACT2FN),
-    "hidden_dropout_prob": [0, 0.1, 1.0],
-    "attention_probs_dropout_prob": [0, 0.1, 1.0],
-    "max_position_embeddings": [1, 4, 16, 10**9],
+    # Integers where floats are expected are valid (JSON writers write 0 for 0.0); lengths stay below 2**63.
+    "hidden_dropout_prob": [0, 0.1, 1.0, 1],
+    "attention_probs_dropout_prob": [0, 0.1, 1.0, 1],
+    "max_position_embeddings": [1, 4, 16, 10**9, 2**63 - 1, 2**63],
     "type_vocab_size": [1, 2, 3],
-    "initializer_range": [0.0, 0.02, 1.0],
-    "layer_norm_eps": [1e-12, 1e-5, 1.0, 1e30, FLOAT32_TINY, FLOAT32_TINY / 2],
+    "initializer_range": [0.0, 0.02, 1.0, 0, 1, 2, 10**400],
+    "layer_norm_eps": [1e-12, 1e-5, 1.0, 1e30, FLOAT32_TINY, FLOAT32_TINY / 2, 1, 0],
     "pad_token_id": [None, 0, 5, 31, 32],
     "bos_token_id": [None, 0, 31, 32],
     "eos_token_id": [None, 1, [1, 2], [31, 32], [True]],
@@ -87,13 +89,13 @@ VALID_VALUES = {
     "attention_type": ["softmax", "linear", "performer"],
     "linear_feature_map": ["elu", "relu", "softmax", "gelu"],
     "linear_rotation_order": ["after_feature_map", "before_feature_map", "eq19"],
-    "linear_attention_eps": [1e-6, FLOAT32_TINY, 1e30],
+    "linear_attention_eps": [1e-6, FLOAT32_TINY, 1e30, 1],
     "linear_chunk_size": [1, 2, 64],
     "classifier_pooling": ["cls", "mean", "max"],
     "norm_type": ["layer_norm", "rms_norm", "scale_norm"],
     "pooler_activation": [None, "tanh", "linear", "relu"],
     "padding_free": ["auto", "always", "never", "sometimes"],
-    "lm_head_layer_norm_eps": [None, 1e-12, 1e-7],
+    "lm_head_layer_norm_eps": [None, 1e-12, 1e-7, 1],
     "chunk_size_feed_forward": [0, 1, 2, 5],
     "dtype": [None, "float32", "bfloat16", torch.float16, "float", "int8", torch.int64, "int8x"],
     "problem_type": [None, "regression", "single_label_classification", "multi_label_classification", "ranking"],
@@ -111,7 +113,7 @@ EXTRA_KEYS = {
     "to_dict": [1],
     "use_return_dict": [True],
     "rope_scaling": [{"type": "linear", "factor": 2.0}, {"rope_type": "ntk", "factor": 0.5}, [1], "linear"],
-    "rope_theta": [500.0, 1.0, -1.0, "1e4", None],
+    "rope_theta": [500.0, 1.0, -1.0, "1e4", None, 10000, 10**400],
     "output_attentions": [True, False],
     "some_unknown_key": [1, None],
 }
@@ -151,7 +153,9 @@ ROPE_EXAMPLES: dict[str, Callable[[int], dict]] = {
 ROPE_KEYS = sorted({key for example in ROPE_EXAMPLES.values() for key in example(8)} | {"partial_rotary_factor"})
 ROPE_KEYS += ["attention_factor", "type", "unknown_key"]
 ROPE_VALUES = ANY_VALUES + [0.99, 4.0, 8, 32, 1e6, 1e300, 10.0, 11.0, "yarn", "su", *ROPE_EXAMPLES]
-ROPE_VALUES += [[1.0] * 4, [0.0] * 4, [1e-300] * 4, [1e39] * 4, [1.0] * 3, [1, "a", 1, 1]]
+ROPE_VALUES += [[1.0] * 4, [0.0] * 4, [1e-300] * 4, [1e39] * 4, [1.0] * 3, [1, "a", 1, 1], [1, 2, 1, 2]]
+# Values that overflow inside transformers' rope code or torch (YaRN's ln(L / (2 pi beta)), int64 positions, floats).
+ROPE_VALUES += [1e308, 5e-324, 1e-100, 1e100, 2**63 - 1, 2**63, 10**30, 10**400]
 # Head sizes (hidden_size, num_attention_heads) that stress the rope types: head dim 2, 4, 6 and odd.
 HEAD_SHAPES = [(4, 2), (8, 2), (12, 2), (6, 2), (16, 2)]
 
@@ -348,6 +352,22 @@ def all_tensors(output) -> list[torch.Tensor]:
     return []
 
 
+FLOAT_FIELDS = [name for name, rule in FIELD_RULES.items() if float in rule.types]
+
+
+def integers_held_for_floats(config: HfRoFormerConfig) -> str | None:
+    """The first float field or real-valued rope key (after the model is built) that holds an int, else None."""
+    for name in FLOAT_FIELDS:
+        if is_integer(config.__dict__.get(name)):
+            return f"`{name}`"
+    rules = ROPE_TYPE_RULES[config.rope_parameters.get("rope_type", "default")]
+    for key, rule in {**rules.required, **rules.optional}.items():
+        value = config.rope_parameters.get(key)
+        if rule.real and (is_integer(value) or (isinstance(value, list) and any(map(is_integer, value)))):
+            return f"`rope_parameters['{key}']`"
+    return None
+
+
 def run_case(case: Case, index: int, folder: Path) -> str:
     """The outcome of one case ('accepted', 'rejected ValueError', 'rejected TypeError'); raise `FuzzFailure` else."""
     try:
@@ -380,6 +400,8 @@ def run_case(case: Case, index: int, folder: Path) -> str:
         raise FuzzFailure(f"{case.kind} {case.description}: accepted, then {type(error).__name__}: {error}") from error
     except Exception as error:
         raise FuzzFailure(f"{case.kind} {case.description}: accepted, then {type(error).__name__}: {error}") from error
+    if (held := integers_held_for_floats(config)) is not None:
+        raise FuzzFailure(f"{case.kind} {case.description}: accepted, but {held} holds an int, not a float")
     tensors = all_tensors(output)
     if not tensors or not all(bool(tensor.isfinite().all()) for tensor in tensors if tensor.is_floating_point()):
         raise FuzzFailure(f"{case.kind} {case.description}: accepted, but the outputs are not all finite")

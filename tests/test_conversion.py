@@ -479,13 +479,21 @@ def test_vocabulary_must_match_the_embedding_rows(tmp_path):
     for name, edit in {
         "short": lambda lines: lines[:-1],
         "long": lambda lines: [*lines, "extra"],
-        "repeated": lambda lines: [*lines[:-1], lines[5]],
     }.items():
         directory = fixture_copy("v1", tmp_path / name)
         lines = (directory / "vocab.txt").read_text(encoding="utf-8").splitlines()
         (directory / "vocab.txt").write_text("\n".join(edit(lines)) + "\n", encoding="utf-8")
-        with pytest.raises(ConversionError, match=r"vocab.txt: \d+ distinct tokens, but bert/embeddings/word_embed"):
+        with pytest.raises(ConversionError, match=r"vocab.txt: \d+ tokens, but bert/embeddings/word_embeddings in "):
             convert("v1", tmp_path, source_dir=directory)
+    directory = fixture_copy("v1", tmp_path / "repeated")
+    lines = (directory / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (directory / "vocab.txt").write_text("\n".join([*lines[:-1], lines[5]]) + "\n", encoding="utf-8")
+    with pytest.raises(ConversionError) as error:
+        convert("v1", tmp_path, source_dir=directory)
+    assert str(error.value) == (
+        f"{directory / 'vocab.txt'}: 1 token(s) listed on more than one line: '，' on lines 6 and 76; each token must "
+        "have one line, whose number gives its id."
+    )
     directory = fixture_copy("v1", tmp_path / "no-vocab")
     (directory / "vocab.txt").unlink()
     with pytest.raises(ConversionError, match="vocab.txt: file not found"):
@@ -497,6 +505,40 @@ def test_vocabulary_must_match_the_embedding_rows(tmp_path):
     with pytest.raises(ConversionError, match=r"lacks the special token\(s\) \['\[SEP\]'\]"):
         convert("v1", tmp_path, source_dir=directory)
     assert not (tmp_path / "converted-v1").exists() and leftovers(tmp_path) == []
+
+
+def vocabulary_listed_twice(directory: Path) -> str:
+    """Write `directory`'s vocab.txt with every token twice (which loaded with every token mapped to one id, and
+    ended the conversion in a traceback); return the one-line error `hf-roformer convert` must print."""
+    path = directory / "vocab.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")
+    count = len(lines)
+    return (
+        f"error: {path}: {count} token(s) listed on more than one line: '[PAD]' on lines 1 and {count + 1}, '[UNK]' "
+        f"on lines 2 and {count + 2}, '[CLS]' on lines 3 and {count + 3}, '[SEP]' on lines 4 and {count + 4}, "
+        f"'[MASK]' on lines 5 and {count + 5} (and {count - 5} more); each token must have one line, whose number "
+        "gives its id."
+    )
+
+
+def test_vocabulary_listed_twice_ends_the_command_in_one_line(tmp_path):
+    directory = fixture_copy("v1", tmp_path / "twice")
+    message = vocabulary_listed_twice(directory)
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", str(directory), str(tmp_path / "out"), "--family", "v1"])
+    assert str(exit_.value) == message
+    torch.manual_seed(0)
+    config = transformers.RoFormerConfig(
+        vocab_size=76, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=48
+    )
+    transformers.RoFormerForMaskedLM(config).save_pretrained(tmp_path / "junnyu")
+    shutil.copy(source("v1") / "vocab.txt", tmp_path / "junnyu" / "vocab.txt")
+    message = vocabulary_listed_twice(tmp_path / "junnyu")
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", str(tmp_path / "junnyu"), str(tmp_path / "out")])
+    assert str(exit_.value) == message
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 
 
 @pytest.mark.parametrize(

@@ -205,3 +205,43 @@ def test_validation_label_unknown_to_training_is_named(tmp_path):
 def test_unknown_file_type_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"train.txt: unknown file type '.txt'"):
         read_own(tmp_path, "好\t1\n", suffix=".txt")
+
+
+@pytest.mark.parametrize(
+    ("records", "suffix", "message"),
+    [
+        (
+            # `datasets` reads "1" as 1 in a mixed column: these were two classes ('1' and 'true') without a word
+            '{"text": "好", "label": 1}\n{"text": "坏", "label": "1"}\n{"text": "行", "label": true}\n'
+            '{"text": "差", "label": 0}\n',
+            ".jsonl",
+            'train.jsonl: labels of different JSON types: 1 (a number) on lines 1 and 4; "1" (a string) on line 2; '
+            "true (a boolean) on line 3. Give every label the same type (all strings, all numbers or all booleans)",
+        ),
+        (
+            "".join(f'{{"text": "{i}", "label": {i % 2}}}\n' for i in range(5)) + '{"text": "x", "label": "正面"}\n',
+            ".jsonl",
+            'train.jsonl: labels of different JSON types: 0 (a number) on lines 1, 2, 3 and 2 more; "正面" (a string) '
+            "on line 6. Give every label the same type (all strings, all numbers or all booleans)",
+        ),
+        (
+            '[{"text": "好", "label": false},\n {"text": "坏", "label": 0.5}]',
+            ".json",
+            "train.json: labels of different JSON types: false (a boolean) on line 1; 0.5 (a number) on line 2. Give "
+            "every label the same type (all strings, all numbers or all booleans)",
+        ),
+    ],
+)
+def test_json_labels_of_different_types_are_refused_naming_the_lines(records, suffix, message, tmp_path):
+    with pytest.raises(DataError) as error:
+        read_own(tmp_path, records, suffix=suffix)
+    assert str(error.value) == f"{tmp_path / ('train' + suffix)}: {message.split(': ', 1)[1]}"
+
+
+def test_json_labels_of_one_type_each_are_read(tmp_path):
+    """Integers and floats are both numbers (a regression); booleans alone are two classes."""
+    _, labels, _ = read_own(tmp_path, '{"text": "好", "label": 1}\n{"text": "坏", "label": 0.5}\n', suffix=".jsonl")
+    assert labels.is_regression
+    booleans = '{"text": "好", "label": true}\n{"text": "坏", "label": false}\n'
+    splits, labels, _ = read_own(tmp_path, booleans, suffix=".jsonl")
+    assert labels.names == ("false", "true") and splits["train"]["label"] == [1, 0]

@@ -52,6 +52,10 @@ def valid_inputs(head: str, rng: random.Random) -> dict:
         rows = 1 if head != "multiple_choice" and rng.random() < 0.5 else shape[0]
         offset = rng.choice([0, 7, 10**6])
         inputs["position_ids"] = (torch.arange(length) + offset).expand(*((rows,) + shape[1:-1]), length).clone()
+    if rng.random() < 0.15:  # int32 ids are embedding indices too
+        for name in ("input_ids", "token_type_ids"):
+            if name in inputs:
+                inputs[name] = inputs[name].int()
     if rng.random() < 0.6:
         inputs.update(valid_labels(head, batch, length, generator))
         if rng.random() < 0.15:  # nothing labelled: the loss must still be finite
@@ -99,14 +103,29 @@ def mutate(head: str, inputs: dict, rng: random.Random) -> str | None:
     ids = inputs["input_ids"]
     if rng.random() < 0.2:
         return None
-    options = ["ids_list", "ids_numpy", "ids_float", "ids_rank", "ids_range", "empty", "no_ids", "both"]
-    options += ["mask_shape", "mask_values", "mask_list", "types_shape", "types_range", "types_float"]
-    options += ["positions_shape", "positions_float", "embeds_width"]
+    options = ["ids_list", "ids_numpy", "ids_float", "ids_rank", "ids_range", "ids_narrow", "empty", "no_ids", "both"]
+    options += ["mask_shape", "mask_values", "mask_list", "types_shape", "types_range", "types_float", "types_narrow"]
+    options += ["positions_shape", "positions_rows", "positions_float", "embeds_width", "embeds_wide", "embeds_narrow"]
     if label_name(head) is not None:
         options += ["labels_shape", "labels_dtype", "labels_list"]
         if head not in ("sequence_regression", "sequence_multi"):
-            options += ["labels_range"]
+            options += ["labels_range", "labels_narrow"]
     choice = rng.choice(options)
+    if choice == "ids_narrow":  # torch: "Expected tensor for argument #1 'indices' to have ... Long, Int"
+        inputs["input_ids"] = ids.to(rng.choice([torch.uint8, torch.int8, torch.int16]))
+        return "input_ids"
+    if choice == "types_narrow":
+        inputs["token_type_ids"] = torch.zeros_like(ids, dtype=rng.choice([torch.uint8, torch.int16]))
+        return "token_type_ids"
+    if choice in ("embeds_wide", "embeds_narrow"):  # float64 into a float32 model: torch's "mixed dtype"
+        dtype = torch.float64 if choice == "embeds_wide" else rng.choice([torch.bfloat16, torch.float16])
+        inputs["inputs_embeds"] = torch.randn(*ids.shape, 32).to(dtype)
+        del inputs["input_ids"]
+        return "inputs_embeds" if choice == "embeds_wide" else None  # a narrower float promotes to the model's
+    if choice == "positions_rows":  # neither one row nor one per row (multiple choice: a RuntimeError in `expand`)
+        rows = ids.shape[0] + rng.choice([1, 2])
+        inputs["position_ids"] = torch.arange(ids.shape[-1]).expand(rows, *ids.shape[1:]).clone()
+        return "position_ids"
     if choice == "ids_list":
         inputs["input_ids"] = ids.tolist()
         return "input_ids"
@@ -177,7 +196,11 @@ def mutate(head: str, inputs: dict, rng: random.Random) -> str | None:
         labels = valid_labels(head, ids.shape[0], ids.shape[-1], generator)[name]
         if head == "question_answering":
             inputs["end_positions"] = labels
-    if choice == "labels_shape":
+    if choice == "labels_narrow":  # cross-entropy: "expected target dtype to be Long or Byte"
+        inputs[name] = labels.to(rng.choice([torch.int32, torch.int16, torch.uint8]))
+        if head == "question_answering":
+            inputs["end_positions"] = inputs[name]
+    elif choice == "labels_shape":
         inputs[name] = torch.cat([labels, labels])
     elif choice == "labels_dtype":
         inputs[name] = labels.long() if labels.dtype.is_floating_point else labels.float()
@@ -299,6 +322,36 @@ INPUT_MISTAKES = {
         "sequence_single", {"labels": torch.tensor([0, 7])}, ValueError,
         "`labels` contains 7; labels must lie in [0, 2].",
     ),
+    # issue 22: torch's errors from inside the embedding lookup, the norm, `expand` and cross-entropy
+    "uint8 ids": (
+        "base", {"input_ids": torch.ones(2, 7, dtype=torch.uint8)}, TypeError,
+        "`input_ids` must have dtype torch.long or torch.int32 (indices into an embedding table), got torch.uint8.",
+    ),
+    "int16 ids": (
+        "masked_lm", {"input_ids": torch.ones(2, 7, dtype=torch.int16)}, TypeError,
+        "`input_ids` must have dtype torch.long or torch.int32 (indices into an embedding table), got torch.int16.",
+    ),
+    "int16 token types": (
+        "base", {"token_type_ids": torch.zeros(2, 7, dtype=torch.int16)}, TypeError,
+        "`token_type_ids` must have dtype torch.long or torch.int32 (indices into an embedding table), got "
+        "torch.int16.",
+    ),
+    "float64 embeddings for a float32 model": (
+        "base", {"input_ids": None, "inputs_embeds": torch.zeros(2, 7, 32, dtype=torch.float64)}, TypeError,
+        "`inputs_embeds` has dtype torch.float64, but the model's embeddings are torch.float32; pass "
+        "`inputs_embeds.to(torch.float32)`.",
+    ),
+    "multiple-choice positions for 3 questions of 2": (
+        "multiple_choice",
+        {"input_ids": torch.ones(2, 3, 5, dtype=torch.long), "position_ids": torch.zeros(3, 3, 5, dtype=torch.long)},
+        ValueError,
+        "`position_ids` has shape (3, 3, 5), expected (2, 3, 5) or (1, 3, 5) (one row of positions for every question "
+        "of the batch).",
+    ),
+    "int32 class labels": (
+        "sequence_single", {"labels": torch.tensor([0, 1], dtype=torch.int32)}, TypeError,
+        "`labels` must have dtype torch.long (class indices of a cross-entropy loss), got torch.int32.",
+    ),
 }
 
 
@@ -311,6 +364,27 @@ def test_input_mistakes_give_exact_messages(mistake):
         inputs = {}
     with pytest.raises(error, match=exact(message)):
         model(**{**inputs, **arguments})
+
+
+def test_int32_ids_and_narrower_embeddings_are_taken():
+    """int32 ids index the embedding like int64 ones; bfloat16 embeddings promote to a float32 model's dtype."""
+    model = heads()["masked_lm"]
+    ids = torch.randint(0, VOCAB, (2, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+        assert torch.equal(model(input_ids=ids.int(), token_type_ids=torch.zeros_like(ids.int())).logits, expected)
+        embeds = model.get_input_embeddings()(ids)
+        narrow = model(inputs_embeds=embeds.bfloat16()).logits
+        assert torch.equal(narrow, model(inputs_embeds=embeds.bfloat16().float()).logits)
+
+
+def test_embeddings_of_another_dtype_are_refused_for_a_bfloat16_model():
+    model = hf_roformer.HfRoFormerModel(tiny_config()).to(torch.bfloat16).eval()
+    with pytest.raises(TypeError, match=exact(
+        "`inputs_embeds` has dtype torch.float32, but the model's embeddings are torch.bfloat16; pass "
+        "`inputs_embeds.to(torch.bfloat16)`."
+    )):
+        model(inputs_embeds=torch.zeros(1, 3, 32))
 
 
 @pytest.mark.parametrize("head", ["masked_lm", "causal_lm", "token", "question_answering"])

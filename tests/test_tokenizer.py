@@ -4,6 +4,7 @@ multiprocessing, remote code and vocab-only directories, with correct offsets.""
 import gzip
 import itertools
 import json
+import logging
 import os
 import pickle
 import shutil
@@ -380,3 +381,59 @@ def test_registered_for_the_model_type(tmp_path):
     config.save_pretrained(tmp_path)
     shutil.copy(FIXTURES / "word_vocab.txt", tmp_path / "vocab.txt")
     assert type(transformers.AutoTokenizer.from_pretrained(tmp_path)) is HfRoFormerTokenizer
+
+
+def test_a_vocabulary_listing_a_token_twice_is_refused_naming_the_lines(tmp_path):
+    """The original loader gives two tokens one id and shifts every id after a repeated line; a vocabulary listed
+    twice used to load with every token of its second half mapped to one id."""
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "你", "好", "你", "[UNK]", "们", "好", "好"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError) as error:
+        HfRoFormerTokenizer(str(path))
+    assert str(error.value) == (
+        f"{path}: 3 token(s) listed on more than one line: '[UNK]' on lines 2 and 9, '你' on lines 6 and 8, '好' on "
+        "lines 7, 11 and 12; each token must have one line, whose number gives its id."
+    )
+    path.write_text("\n".join(lines[:7] * 2) + "\n", encoding="utf-8")  # every token twice
+    with pytest.raises(ValueError) as error:
+        HfRoFormerTokenizer.from_pretrained(tmp_path)
+    assert str(error.value) == (
+        f"{path}: 7 token(s) listed on more than one line: '[PAD]' on lines 1 and 8, '[UNK]' on lines 2 and 9, "
+        "'[CLS]' on lines 3 and 10, '[SEP]' on lines 4 and 11, '[MASK]' on lines 5 and 12 (and 2 more); each token "
+        "must have one line, whose number gives its id."
+    )
+
+
+LONG_DOCUMENT = "今天天气很好，我们去公园散步。" * 180  # 2,520 characters
+
+
+def too_long_warnings(tokenizer) -> list[str]:
+    """The "indexing errors" warnings transformers logs while `tokenizer` encodes `LONG_DOCUMENT` without truncation,
+    alone and in a batch."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    try:
+        ids = tokenizer(LONG_DOCUMENT)["input_ids"]
+        tokenizer([LONG_DOCUMENT, "好"])
+    finally:
+        logger.removeHandler(handler)
+    assert len(ids) > tokenizer.model_max_length
+    return [record.getMessage() for record in records if "indexing errors" in record.getMessage()]
+
+
+def test_no_indexing_errors_warning_for_a_model_without_a_position_table():
+    """transformers warns that a text past `model_max_length` "will result in indexing errors"; RoFormer has no
+    position table, so its tokenizer stays quiet, while a BERT tokenizer on the same text still warns."""
+    vocab = FIXTURES / "char_vocab.txt"
+    ours = HfRoFormerTokenizer(str(vocab), model_max_length=512)
+    assert too_long_warnings(ours) == []
+    assert len(ours(LONG_DOCUMENT, truncation=True)["input_ids"]) == 512  # truncation still cuts there
+    warned = too_long_warnings(transformers.BertTokenizerFast(str(vocab), model_max_length=512))
+    assert warned and warned[0].startswith(
+        "Token indices sequence length is longer than the specified maximum sequence length for this model (2702 > "
+        "512). Running this sequence through the model will result in indexing errors"
+    )

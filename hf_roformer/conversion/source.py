@@ -1,5 +1,6 @@
 """The files of a released directory, checked before any work: `bert_config.json` (keys, value types and that it
-describes the checkpoint's tensors) and `vocab.txt` (present, with the special tokens and one line per embedding row).
+describes the checkpoint's tensors) and `vocab.txt` (present, with the special tokens, one line per embedding row and
+each token on one line).
 """
 
 import json
@@ -7,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+from ..tokenization_hf_roformer import load_vocab
 from .errors import ConversionError
 
 
@@ -64,13 +66,19 @@ def check_layer_count(bert_config: dict, names, config_path: Path, index_path: s
 
 
 def check_vocabulary(vocab: dict[str, int], vocab_path: Path, embedding_rows: int, index_path: str) -> None:
-    """One vocabulary entry per row of the embedding matrix: a line too few or too many (or a repeated token, which
-    the original's loader also collapses) would shift the ids of every token after it."""
+    """One vocabulary line per row of the embedding matrix, each token on one line: a line too few or too many would
+    shift the ids of every token after it, and a repeated token (which the original's loader collapses into one id)
+    is refused naming its lines."""
+    try:
+        load_vocab(vocab_path)  # refuses a token listed on more than one line
+    except ValueError as error:
+        raise ConversionError(str(error)) from None
+    if sorted(vocab.values()) != list(range(len(vocab))):
+        raise ConversionError(f"{vocab_path}: the token ids are not 0 .. {len(vocab) - 1}, one per line")
     if len(vocab) != embedding_rows:
         raise ConversionError(
-            f"{vocab_path}: {len(vocab)} distinct tokens, but {EMBEDDINGS} in {index_path} has {embedding_rows} rows; "
-            "the vocabulary does not belong to this checkpoint (a missing, extra or repeated line shifts every id "
-            "after it)"
+            f"{vocab_path}: {len(vocab)} tokens, but {EMBEDDINGS} in {index_path} has {embedding_rows} rows; "
+            "the vocabulary does not belong to this checkpoint (a missing or extra line shifts every id after it)"
         )
 
 

@@ -243,7 +243,50 @@ def read_split(path: str | Path, text_columns: list[str] | None, label_column: s
                 raise DataError(f"{split.locate(row)}: column {label_column!r} is empty (every example needs a label)")
             if not isinstance(value, (str, int, float, bool)):
                 raise DataError(f"{split.locate(row)}: label {value!r} is neither a number nor a text")
+        if not split.is_csv_like:
+            check_one_json_label_type(path, label_column)
     return split
+
+
+JSON_LABEL_TYPES = {bool: "a boolean", str: "a string", int: "a number", float: "a number"}
+
+
+def json_records(path: Path) -> list[tuple[int, object]]:
+    """(line, record) of each record of a JSON-lines file or JSON array, as the JSON module reads it (the file has
+    already been parsed once: this only runs on valid files)."""
+    text = read_text(path)
+    if text.lstrip().startswith("["):
+        return list(zip(_json_array_lines(text), json.loads(text), strict=True))
+    return [(number, json.loads(line)) for number, line in non_blank_lines(path)]
+
+
+def check_one_json_label_type(path: Path, label_column: str, shown: int = 3) -> None:
+    """Refuse a JSON file whose labels mix JSON types (`1`, `"1"` and `true`): `datasets` reads `"1"` as `1` in a
+    mixed column, so these became two classes out of three spellings, without a word. The `DataError` names the file,
+    the first label of each type and its lines."""
+    lines_of: dict[str, list[tuple[int, object]]] = {}
+    for line, record in json_records(path):
+        value = record.get(label_column) if isinstance(record, dict) else None
+        kind = JSON_LABEL_TYPES.get(type(value))
+        if kind is not None:
+            lines_of.setdefault(kind, []).append((line, value))
+    if len(lines_of) < 2:
+        return
+
+    def described(kind: str) -> str:
+        found = [line for line, _ in lines_of[kind]]
+        listed = ", ".join(map(str, found[:shown]))
+        if len(found) > shown:
+            listed += f" and {len(found) - shown} more"
+        elif len(found) > 1:
+            listed = ", ".join(map(str, found[:-1])) + f" and {found[-1]}"
+        first = json.dumps(lines_of[kind][0][1], ensure_ascii=False)
+        return f"{first} ({kind}) on line{'s' if len(found) > 1 else ''} {listed}"
+
+    raise DataError(
+        f"{path}: labels of different JSON types: " + "; ".join(map(described, lines_of)) + ". Give every label the "
+        "same type (all strings, all numbers or all booleans)"
+    )
 
 
 def infer_labels(train: TextFileSplit, regression: bool | None) -> Labels:
