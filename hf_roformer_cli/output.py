@@ -51,8 +51,11 @@ def quiet_libraries() -> None:
     """transformers' and datasets' info messages and progress bars off (their own switches): the command prints what
     happens itself; the Trainer's progress bar stays (`--disable_tqdm` decides it)."""
     import huggingface_hub
+    import torch
     import transformers
 
+    if not torch.cuda.is_available():  # DeepSpeed, when installed, otherwise prints on stdout that it found no GPU
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     huggingface_hub.utils.disable_progress_bars()

@@ -55,4 +55,22 @@ def pre_training_corpus(directory: Path) -> None:
     (directory / "corpus.txt").write_text("\n".join(peoples_daily_documents()[:200]) + "\n", encoding="utf-8")
 
 
-FIXTURES = {"fine-tuning.md": fine_tuning_data, "pre-training.md": pre_training_corpus}
+def long_documents_data(directory: Path) -> None:
+    """long_train.csv, long_dev.csv, long_test.csv: short reviews and, in the training file, one document past the
+    checkpoint's trained 512 tokens (18 texts, 1 long)."""
+    long_document = "".join(text for text, label in REVIEWS if label == "正面") * 30  # about 1,200 characters
+    splits = {
+        "long_train.csv": [(long_document, "正面"), *REVIEWS, ("服务很好，环境也不错", "正面")],
+        "long_dev.csv": REVIEWS[:5],
+        "long_test.csv": REVIEWS[1:],
+    }
+    for name, rows in splits.items():
+        lines = "".join(f"{text},{label}\n" for text, label in rows)
+        (directory / name).write_text("sentence,label\n" + lines, encoding="utf-8")
+
+
+FIXTURES = {
+    "fine-tuning.md": fine_tuning_data,
+    "pre-training.md": pre_training_corpus,
+    "long-documents.md": long_documents_data,
+}

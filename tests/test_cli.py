@@ -193,6 +193,7 @@ class DeadHub:
 
     def __enter__(self):
         self.server = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.server.getsockname()[1]}"
         self.connections = 0
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -206,10 +207,6 @@ class DeadHub:
                 return
             self.connections += 1
             connection.close()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.getsockname()[1]}"
 
     def __exit__(self, *exc):
         self.server.close()

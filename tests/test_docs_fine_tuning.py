@@ -104,3 +104,21 @@ def test_training_commands_print_no_warning_table_or_traceback(page, request):
         assert run.stderr[block.where] == "", f"{block.where}:\n{run.stderr[block.where][-3000:]}"
     for noise in ("LOAD REPORT", "Traceback", "newly initialized", "pin_memory", "[A"):
         assert noise not in run.output, noise
+
+
+def test_long_documents_page_as_documented():
+    """Fine-tuned at 1,024 tokens from a checkpoint trained at 512: the note says so at the start, and the saved model
+    and tokenizer carry 1,024, where a pipeline loaded from the output directory truncates."""
+    run = run_page("long-documents.md")
+    assert run.returncode == 0, run.output[-12000:]
+    printed = run.output_of("hf-roformer finetune text-classification")
+    assert (
+        "note: inputs up to 1,024 tokens: 1 of 18 texts are longer than the 512 tokens the checkpoint was trained at."
+        in printed
+    )
+    assert "batching: training batches split by length into passes of at most 8,192 tokens" in printed
+    output = run.directory / "long-roformer"
+    assert json.loads((output / "config.json").read_text())["max_position_embeddings"] == 1024
+    assert json.loads((output / "tokenizer_config.json").read_text())["model_max_length"] == 1024
+    assert run.output_of("model_max_length").split() == ["1024", "1024", "True"]
+    assert run.stderr_of("hf-roformer finetune text-classification") == ""

@@ -222,9 +222,11 @@ def fine_tune(
         if model_options.tokenizer_name is None
         else model_options.resolve(model_options.tokenizer_name, "--tokenizer_name")
     )
-    local_inputs = dict(inputs or {})
-    local_inputs["model"] = model_source.path if model_source.local else None
-    local_inputs["tokenizer"] = tokenizer_source.path if tokenizer_source.local else None
+    local_inputs = {
+        "model": model_source.path if model_source.local else None,
+        "tokenizer": tokenizer_source.path if tokenizer_source.local else None,
+        **(inputs or {}),
+    }
     with training_args.main_process_first(local=False, desc="output directory check"):
         run = prepare_run_directory(
             output_dir, command, arguments, local_inputs, overwrite_output_dir, is_main_process=main_process
