@@ -161,8 +161,14 @@ def self_attention_cache(past_key_values: Cache | None) -> Cache | None:
 
 
 class HfRoFormerAttentionBase(nn.Module):
-    """Query, key and value projections under their checkpoint names, and the call into the configured attention
-    backend; shared by the self-, linear- and cross-attention modules."""
+    """Query, key and value projections under their checkpoint names, shared by the self-, linear- and cross-attention
+    modules.
+
+    Modules that run softmax attention call the configured backend from their own `forward`, through transformers'
+    attention interface, with `scaling=self.scaling`, once: serving engines that plug their attention into
+    transformers models (vLLM's Transformers backend) find the modules to serve that way, by `layer_idx`. Heads are
+    split with `-1`, so a tensor-parallel rank holding some of the heads runs the same code.
+    """
 
     def __init__(self, config: HfRoFormerConfig, layer_idx: int | None, is_causal: bool):
         super().__init__()
@@ -181,18 +187,10 @@ class HfRoFormerAttentionBase(nn.Module):
         """Project `(batch, seq, hidden)` states and split them into heads: `(batch, heads, seq, head_dim)`."""
         return projection(states).view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
 
-    def attend(self, query, key, value, attention_mask, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Rotated queries, keys and values through the configured attention backend (SDPA over a packed row with
-        sequence boundaries goes to its variable-length kernel)."""
-        dropout = self.dropout_prob if self.training else 0.0
-        if "cu_seq_lens_q" in kwargs and self.config._attn_implementation == "sdpa":
-            return varlen_attention_forward(self, query, key, value, attention_mask, self.scaling, dropout, **kwargs)
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
-        return attention_interface(
-            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
-        )
+    @property
+    def attention_dropout(self) -> float:
+        """The dropout probability on attention weights in this mode (0 in evaluation)."""
+        return self.dropout_prob if self.training else 0.0
 
 
 class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
@@ -207,45 +205,71 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
     def forward(
         self, hidden_states: torch.Tensor, plan: BatchPlan, past_key_values: Cache | None = None, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights."""
+        """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights.
+
+        `kwargs` reach the attention function unchanged, with the plan's own backend arguments (a variable-length
+        kernel's sequence boundaries)."""
         heads = (*hidden_states.shape[:-1], -1, self.head_dim)
         query = self.query(hidden_states).view(heads).transpose(1, 2)
         key = self.key(hidden_states).view(heads).transpose(1, 2)
         value = self.value(hidden_states).view(heads).transpose(1, 2)
-        cache = self_attention_cache(past_key_values)
-        if isinstance(plan.rotation, PerQueryRotation):
-            output, weights = self._attend_rotating_per_query(query, key, value, plan, cache, **kwargs)
+        rotation, cache = plan.rotation, self_attention_cache(past_key_values)
+        if isinstance(rotation, PerQueryRotation) and rotation.key_cos is None:
+            output, weights = self._attend_with_keys_rotated_per_query(query, key, value, rotation, cache)
         else:
-            # The projections are fresh tensors nobody else reads: the kernel may rotate them in place.
-            rotated = plan.rotation.rotate(query, key, *([value] if self.rotary_value else []), in_place=True)
-            query, key, value = rotated[0], rotated[1], rotated[2] if self.rotary_value else value
-            if cache is not None:
-                key, value = cache.update(key, value, self.layer_idx)
-            output, weights = self.attend(query, key, value, plan.attention_mask, **plan.attention_kwargs, **kwargs)
-        return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
-
-    def _attend_rotating_per_query(self, query, key, value, plan: BatchPlan, cache, **kwargs):
-        """Length-dependent rope in a decoder: keys and values are cached unrotated and rotated with the queries'
-        frequencies, which grow with the length each query sees."""
-        rotation = plan.rotation
-        if cache is not None:
-            key, value = cache.update(key, value, self.layer_idx)
-        if rotation.key_cos is None:
-            return per_query_rotary_attention(
+            query, key, value = self._rotate_and_cache(query, key, value, rotation, cache)
+            attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
+            attention_kwargs = {**plan.attention_kwargs, **kwargs}
+            if "cu_seq_lens_q" in attention_kwargs and self.config._attn_implementation == "sdpa":
+                attention_interface = varlen_attention_forward  # SDPA on a packed row: its variable-length kernel
+            output, weights = attention_interface(
+                self,
                 query,
                 key,
                 value,
-                rotation,
-                self.scaling,
-                dropout=self.dropout_prob if self.training else 0.0,
-                training=self.training,
-                rotary_value=self.rotary_value,
+                plan.attention_mask,
+                dropout=self.attention_dropout,
+                scaling=self.scaling,
+                **attention_kwargs,
             )
-        query = rotate_interleaved(query, rotation.cos, rotation.sin)
-        if self.rotary_value:
-            value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
-        key = rotate_interleaved(key, rotation.key_cos, rotation.key_sin)
-        return self.attend(query, key, value, plan.attention_mask, **kwargs)
+        return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
+
+    def _rotate_and_cache(self, query, key, value, rotation, cache) -> tuple[torch.Tensor, ...]:
+        """Rotated queries, keys and values, the keys and values extended by the cache.
+
+        Per-token rotations rotate before caching (the projections are fresh tensors nobody else reads: the kernel
+        may rotate them in place). Length-dependent rope in a decoder (`PerQueryRotation` with one frequency set)
+        caches keys and values unrotated and rotates them with the queries' frequencies."""
+        if isinstance(rotation, PerQueryRotation):
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+            query = rotate_interleaved(query, rotation.cos, rotation.sin)
+            if self.rotary_value:
+                value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
+            return query, rotate_interleaved(key, rotation.key_cos, rotation.key_sin), value
+        rotated = rotation.rotate(query, key, *([value] if self.rotary_value else []), in_place=True)
+        query, key, value = rotated[0], rotated[1], rotated[2] if self.rotary_value else value
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        return query, key, value
+
+    def _attend_with_keys_rotated_per_query(self, query, key, value, rotation: PerQueryRotation, cache):
+        """Length-dependent rope in a decoder where the queries' frequencies differ: each query rotates the
+        (unrotated, cached) keys with its own, which no attention backend does."""
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        return per_query_rotary_attention(
+            query,
+            key,
+            value,
+            rotation,
+            self.scaling,
+            dropout=self.attention_dropout,
+            training=self.training,
+            rotary_value=self.rotary_value,
+        )
 
 
 class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
@@ -318,7 +342,19 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
             if past_key_values is not None:
                 key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
                 past_key_values.is_updated[self.layer_idx] = True
-        attn_output, attn_weights = self.attend(query, key, value, plan.encoder_attention_mask, **kwargs)
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            plan.encoder_attention_mask,
+            dropout=self.attention_dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
         return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
 
 
@@ -618,7 +654,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             attention_kwargs=kwargs,
         )
         hidden_states = self.encoder(
-            plan.pack(hidden_states), plan, encoder_hidden_states, past_key_values=past_key_values, **kwargs
+            plan.pack(hidden_states), plan, encoder_hidden_states, past_key_values=past_key_values, **plan.layer_kwargs
         )
         sequence_output = plan.unpack(hidden_states)
         if use_cache and self.config.attention_type == "linear":
