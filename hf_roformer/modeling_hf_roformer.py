@@ -74,6 +74,14 @@ AUTO_MAP = {
     "AutoModelForMultipleChoice": "modeling_hf_roformer.HfRoFormerForMultipleChoice",
     "AutoModelForQuestionAnswering": "modeling_hf_roformer.HfRoFormerForQuestionAnswering",
 }
+# Tensor parallelism of cross-attention (decoders with `add_cross_attention`), as `base_model_tp_plan` splits
+# self-attention: each rank holds the same heads of both.
+CROSS_ATTENTION_TP_PLAN = {
+    "encoder.layer.*.crossattention.self.query": "colwise",
+    "encoder.layer.*.crossattention.self.key": "colwise",
+    "encoder.layer.*.crossattention.self.value": "colwise",
+    "encoder.layer.*.crossattention.output.dense": "rowwise",
+}
 # Type hints of the inputs every forward takes.
 TokenIds = torch.LongTensor | None
 Floats = torch.Tensor | None
@@ -520,6 +528,11 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
     _supports_attention_backend = True
     # transformers' RoFormer stores a sinusoid table; RoPE here is computed from positions, so the table is unused.
     _keys_to_ignore_on_load_unexpected = [r"encoder\.embed_positions\.weight"]
+    # Tensor parallelism splits the encoder layers (`config.base_model_tp_plan`); the heads' own layers stay whole on
+    # every rank. They are small, except the vocabulary projection, which is tied to the embeddings and has its own
+    # bias: sharding the two together breaks the bias tie (transformers 5.23) or needs a vocabulary divisible by the
+    # number of ranks (5.17).
+    _tp_plan: dict[str, str] = {}
     _can_record_outputs = {
         "hidden_states": HfRoFormerLayer,
         "attentions": HfRoFormerSelfAttention,
@@ -541,6 +554,20 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
     def _supports_default_dynamic_cache(self) -> bool:
         """`generate` may create a key/value cache, except for linear attention, whose model makes its own state."""
         return self.config.attention_type != "linear"
+
+    @classmethod
+    def maybe_distribute_model(cls, model, distributed_config, *args, **kwargs):
+        """transformers' step that shards a model being loaded with a `distributed_config`, after refusing a
+        tensor-parallel size that would split an attention head between ranks."""
+        tp_size = getattr(distributed_config, "tp_size", None) or 1
+        heads = model.config.num_attention_heads
+        if tp_size > 1 and heads % tp_size:
+            divisors = [size for size in range(2, heads + 1) if heads % size == 0]
+            raise ValueError(
+                f"Tensor parallelism gives each rank whole attention heads: `tp_size` {tp_size} must divide "
+                f"`num_attention_heads` {heads}; use a tp_size among {divisors}."
+            )
+        return super().maybe_distribute_model(model, distributed_config, *args, **kwargs)
 
     # The Hub task of this head, written to saved and pushed cards (`model_card_hf_roformer`).
     pipeline_tag: str | None = None
@@ -606,6 +633,13 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         self.rotary_emb = HfRoFormerRotaryEmbedding(config)
         self.gradient_checkpointing = False
         self.post_init()
+
+    def init_parallel_plans(self) -> None:
+        """transformers' parallel plans of this model: `config.base_model_tp_plan`, plus the same split for the
+        cross-attention layers of a decoder that has them (rules naming no module would be reported as unused)."""
+        super().init_parallel_plans()
+        if self.config.add_cross_attention and self._tp_plan:
+            self._tp_plan.update(CROSS_ATTENTION_TP_PLAN)
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The token embedding matrix."""
