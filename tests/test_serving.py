@@ -17,6 +17,7 @@ import json
 import re
 import textwrap
 from itertools import chain
+from pathlib import Path
 
 import pytest
 import safetensors.torch
@@ -27,6 +28,7 @@ from transformers import AttentionInterface, AutoConfig, AutoModel, AutoModelFor
 
 import hf_roformer
 from hf_roformer.modeling_hf_roformer import AUTO_MAP
+from hf_roformer.serving import save_with_dense_pooler
 
 
 VLLM_ATTENTION = "vllm"
@@ -35,6 +37,13 @@ REQUESTS = [[2, 17, 33, 41, 8], [5, 6, 7], [90, 12, 13, 14, 15, 16, 3]]
 DROPPED_PREFIXES = ("model.lm_head.", "model.predictions.", "model.qa_outputs.", "model.embeddings_project.")
 DROPPED_PREFIXES += ("model.discriminator_predictions.",)
 DROPPED_SUBSTRINGS = ("position_ids", "score.bias")
+# vLLM 0.33, transformers_utils/config.py: the sentence-transformers module types it reads.
+POOLING_TYPES = {
+    "sentence_transformers.models.Pooling",
+    "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+}
+DENSE_TYPES = {"sentence_transformers.models.Dense", "sentence_transformers.base.modules.dense.Dense"}
+CHAR_VOCAB = Path(__file__).parent / "fixtures" / "char_vocab.txt"
 
 
 def vllm_attention(module, query, key, value, attention_mask, **kwargs):
@@ -238,6 +247,57 @@ def test_weights_vllm_cannot_place_stop_it_loudly(model_class, overrides, poolin
     saved(model_class(tiny_config(**overrides)), tmp_path)
     with pytest.raises(ValueError, match=error):
         load_like_vllm(tmp_path, {"model": build_like_vllm(tmp_path)}, pooling=pooling)
+
+
+@pytest.mark.parametrize("pooler_activation", ["linear", "tanh"])
+def test_a_pooler_runs_in_vllm_as_the_dense_layer_after_cls_pooling(pooler_activation, tmp_path):
+    """docs/serving.md's route for RoFormer-Sim: `save_with_dense_pooler` writes CLS pooling and a Dense layer holding
+    the pooler; vLLM's embedding pooler (CLS, then the Dense layers of `modules.json`, read as its
+    `_load_st_projector` reads them) returns the model's `pooler_output`, and sentence-transformers the same."""
+    from sentence_transformers import SentenceTransformer
+
+    tokenizer = hf_roformer.HfRoFormerTokenizer(str(CHAR_VOCAB))
+    config = tiny_config(vocab_size=len(tokenizer), pooler_activation=pooler_activation, is_decoder=True, unilm=True)
+    model = saved(hf_roformer.HfRoFormerForCausalLM(config), tmp_path / "sim")  # as a converted RoFormer-Sim is
+    tokenizer.save_pretrained(tmp_path / "sim")
+    served_directory = save_with_dense_pooler(tmp_path / "sim", tmp_path / "served")
+    assert json.loads((served_directory / "config.json").read_text())["architectures"] == ["HfRoFormerModel"]
+    modules = json.loads((served_directory / "modules.json").read_text())
+    pooling, dense = [module for module in modules if module["type"] in POOLING_TYPES | DENSE_TYPES]
+    assert json.loads((served_directory / pooling["path"] / "config.json").read_text())["pooling_mode"] == "cls"
+    dense_config = json.loads((served_directory / dense["path"] / "config.json").read_text())
+    projector = torch.nn.Linear(dense_config["in_features"], dense_config["out_features"], dense_config["bias"])
+    projector.load_state_dict(
+        {name.removeprefix("linear."): tensor for name, tensor in
+         safetensors.torch.load_file(served_directory / dense["path"] / "model.safetensors").items()}
+    )  # fmt: skip
+    activation = {"linear": "Identity", "tanh": "Tanh"}[pooler_activation]
+    assert dense_config["activation_function"].rsplit(".", 1)[-1] == activation
+    served_model = build_like_vllm(served_directory)
+    load_like_vllm(served_directory, {"model": served_model}, pooling=True)
+    encoder = SentenceTransformer(str(served_directory))
+    for request, hidden in zip(REQUESTS, serve(served_model), strict=True):
+        with torch.no_grad():
+            vector = getattr(torch.nn, activation)()(projector(hidden[0]))
+            expected = model.roformer(input_ids=torch.tensor([request])).pooler_output[0]
+        torch.testing.assert_close(vector, expected, atol=1e-5, rtol=0)
+    features = encoder.tokenize(["今天天气很好", "明天天气不好。"])  # sentence-transformers on text
+    with torch.no_grad():
+        vectors = encoder(features)["sentence_embedding"]
+        expected = model.roformer(**features).pooler_output
+    torch.testing.assert_close(vectors, expected, atol=1e-5, rtol=0)
+
+
+def test_a_model_without_pooler_is_served_as_it_is(tmp_path):
+    tokenizer = hf_roformer.HfRoFormerTokenizer(str(CHAR_VOCAB))
+    saved(hf_roformer.HfRoFormerModel(tiny_config(vocab_size=len(tokenizer))), tmp_path / "encoder")
+    tokenizer.save_pretrained(tmp_path / "encoder")
+    message = (
+        f"The model in {tmp_path / 'encoder'} has no pooler (`pooler_activation` is None); vLLM's CLS or mean "
+        "pooling already gives its sentence vector: serve the directory as it is."
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        save_with_dense_pooler(tmp_path / "encoder", tmp_path / "served")
 
 
 def fine_tune_and_save(model, directory) -> None:
