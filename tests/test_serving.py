@@ -331,3 +331,14 @@ def test_every_saved_config_names_its_own_architecture_and_every_auto_class(mode
         assert saved_config["architectures"] == [model_class.__name__], path
         assert not hasattr(transformers, model_class.__name__)
         assert saved_config["auto_map"] == AUTO_MAP, path
+
+
+def test_the_serving_page_prints_what_it_says():
+    """docs/serving.md's blocks run in the docs tests; here their printed results are checked against the page."""
+    from docs_pages import run_page
+
+    run = run_page("serving.md")
+    assert run.returncode == 0, run.output[-6000:]
+    assert run.output_of("as_served = ").strip().splitlines()[-1] == "0.0"
+    printed = re.search(r"largest difference to one process: (\S+)", run.output_of("tp_logits.py"))
+    assert printed and float(printed[1]) <= 1e-5
