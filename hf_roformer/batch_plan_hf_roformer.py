@@ -48,6 +48,8 @@ class BatchPlan:
     `attention_mask` is the self-attention mask in the configured backend's form (None where the backend needs none,
     e.g. a variable-length kernel, which reads the sequence boundaries in `attention_kwargs`); `rotation` the
     rotation of every token as the layers apply it; `unpadded` how a padded batch was packed into one row.
+    `layer_kwargs` are the keyword arguments every layer receives and passes on to attention: the caller's, unchanged,
+    less the packed-row boundaries that this plan has turned into `attention_mask` or `attention_kwargs`.
     """
 
     attention_mask: object
@@ -55,6 +57,7 @@ class BatchPlan:
     attention_kwargs: dict = field(default_factory=dict)
     unpadded: UnpaddedBatch | None = None
     encoder_attention_mask: object = None
+    layer_kwargs: dict = field(default_factory=dict)
 
     def pack(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Hidden states in the layout the layers run in (the real tokens as one row when unpadded)."""
@@ -111,10 +114,13 @@ def plan_batch(
 ) -> BatchPlan:
     """Decide the layout of one forward and prepare what its layers read.
 
-    `attention_kwargs` are the forward's extra keyword arguments; the sequence-boundary keys among them (packed rows)
-    are taken out. `read_positions` says which positions of the output the caller reads besides the real tokens (a
-    tuple such as `(0,)` or `(-1,)`: those positions of every row, which may be padding; "all": every position), so
-    that padding-free layouts are used only where they give the caller exactly the padded result.
+    `attention_kwargs` are the forward's extra keyword arguments. They are read, never modified: the plan's
+    `layer_kwargs` are what the layers receive (all of them but the sequence-boundary keys of packed rows, which the
+    plan turns into a mask or a variable-length kernel's arguments), so that what a serving engine or a trainer
+    passes reaches every attention call as it was given. `read_positions` says which positions of the output the
+    caller reads besides the real tokens (a tuple such as `(0,)` or `(-1,)`: those positions of every row, which may
+    be padding; "all": every position), so that padding-free layouts are used only where they give the caller exactly
+    the padded result.
     """
     attention_kwargs = {} if attention_kwargs is None else attention_kwargs
     past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -136,13 +142,22 @@ def plan_batch(
         training=training,
         attention_kwargs=attention_kwargs,
     )
-    boundaries = {key: attention_kwargs.pop(key) for key in PACKED_ROW_KEYS if key in attention_kwargs}
+    boundaries = {key: value for key, value in attention_kwargs.items() if key in PACKED_ROW_KEYS}
+    layer_kwargs = {key: value for key, value in attention_kwargs.items() if key not in PACKED_ROW_KEYS}
     if boundaries:
-        return _plan_packed_rows(inputs, boundaries)
+        plan = _plan_packed_rows(inputs, boundaries)
+    else:
+        plan = _plan_padded(inputs)
+    plan.layer_kwargs = layer_kwargs
+    return plan
+
+
+def _plan_padded(inputs: ForwardInputs) -> BatchPlan:
+    """Rows of equal length, kept as they are or, where `config.padding_free` lets them, unpadded."""
     rotation = _padded_rotation(inputs)
     if isinstance(rotation, TokenRotation) and _may_unpad(inputs):
-        auto_limit = AUTO_UNPAD_MAX_REAL_FRACTION if config.padding_free == "auto" else None
-        unpadded = unpad_batch(attention_mask, read_positions, auto_limit)
+        auto_limit = AUTO_UNPAD_MAX_REAL_FRACTION if inputs.config.padding_free == "auto" else None
+        unpadded = unpad_batch(inputs.attention_mask, inputs.read_positions, auto_limit)
         if unpadded is not None:
             return _plan_unpadded(inputs, unpadded, rotation)
     return BatchPlan(

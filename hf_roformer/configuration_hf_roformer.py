@@ -343,6 +343,18 @@ class HfRoFormerConfig(PreTrainedConfig):
     # Saving copies this file next to the checkpoint and records it under `auto_map`.
     _auto_class = "AutoConfig"
     keys_to_ignore_at_inference = ["past_key_values"]
+    # Tensor parallelism (`from_pretrained(..., distributed_config=DistributedConfig(tp_size=N))`; vLLM reads the same
+    # plan): each rank holds some of the attention heads and a slice of the feed-forward width. Query, key, value and
+    # the feed-forward expansion are split by output features ("colwise"); the two projections back to the hidden
+    # size by input features ("rowwise"), their partial sums all-reduced. Embeddings, norms and poolers stay whole.
+    base_model_tp_plan = {
+        "encoder.layer.*.attention.self.query": "colwise",
+        "encoder.layer.*.attention.self.key": "colwise",
+        "encoder.layer.*.attention.self.value": "colwise",
+        "encoder.layer.*.attention.output.dense": "rowwise",
+        "encoder.layer.*.intermediate.dense": "colwise",
+        "encoder.layer.*.output.dense": "rowwise",
+    }
 
     vocab_size: int = 50000
     embedding_size: int | None = None

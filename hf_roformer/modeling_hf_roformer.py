@@ -75,6 +75,14 @@ AUTO_MAP = {
     "AutoModelForMultipleChoice": "modeling_hf_roformer.HfRoFormerForMultipleChoice",
     "AutoModelForQuestionAnswering": "modeling_hf_roformer.HfRoFormerForQuestionAnswering",
 }
+# Tensor parallelism of cross-attention (decoders with `add_cross_attention`), as `base_model_tp_plan` splits
+# self-attention: each rank holds the same heads of both.
+CROSS_ATTENTION_TP_PLAN = {
+    "encoder.layer.*.crossattention.self.query": "colwise",
+    "encoder.layer.*.crossattention.self.key": "colwise",
+    "encoder.layer.*.crossattention.self.value": "colwise",
+    "encoder.layer.*.crossattention.output.dense": "rowwise",
+}
 # Type hints of the inputs every forward takes.
 TokenIds = torch.LongTensor | None
 Floats = torch.Tensor | None
@@ -164,8 +172,14 @@ def self_attention_cache(past_key_values: Cache | None) -> Cache | None:
 
 
 class HfRoFormerAttentionBase(nn.Module):
-    """Query, key and value projections under their checkpoint names, and the call into the configured attention
-    backend; shared by the self-, linear- and cross-attention modules."""
+    """Query, key and value projections under their checkpoint names, shared by the self-, linear- and cross-attention
+    modules.
+
+    Modules that run softmax attention call the configured backend from their own `forward`, through transformers'
+    attention interface, with `scaling=self.scaling`, once: serving engines that plug their attention into
+    transformers models (vLLM's Transformers backend) find the modules to serve that way, by `layer_idx`. Heads are
+    split with `-1`, so a tensor-parallel rank holding some of the heads runs the same code.
+    """
 
     def __init__(self, config: HfRoFormerConfig, layer_idx: int | None, is_causal: bool):
         super().__init__()
@@ -184,18 +198,10 @@ class HfRoFormerAttentionBase(nn.Module):
         """Project `(batch, seq, hidden)` states and split them into heads: `(batch, heads, seq, head_dim)`."""
         return projection(states).view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
 
-    def attend(self, query, key, value, attention_mask, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Rotated queries, keys and values through the configured attention backend (SDPA over a packed row with
-        sequence boundaries goes to its variable-length kernel)."""
-        dropout = self.dropout_prob if self.training else 0.0
-        if "cu_seq_lens_q" in kwargs and self.config._attn_implementation == "sdpa":
-            return varlen_attention_forward(self, query, key, value, attention_mask, self.scaling, dropout, **kwargs)
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
-        return attention_interface(
-            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
-        )
+    @property
+    def attention_dropout(self) -> float:
+        """The dropout probability on attention weights in this mode (0 in evaluation)."""
+        return self.dropout_prob if self.training else 0.0
 
 
 class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
@@ -210,45 +216,71 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
     def forward(
         self, hidden_states: torch.Tensor, plan: BatchPlan, past_key_values: Cache | None = None, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights."""
+        """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights.
+
+        `kwargs` reach the attention function unchanged, with the plan's own backend arguments (a variable-length
+        kernel's sequence boundaries)."""
         heads = (*hidden_states.shape[:-1], -1, self.head_dim)
         query = self.query(hidden_states).view(heads).transpose(1, 2)
         key = self.key(hidden_states).view(heads).transpose(1, 2)
         value = self.value(hidden_states).view(heads).transpose(1, 2)
-        cache = self_attention_cache(past_key_values)
-        if isinstance(plan.rotation, PerQueryRotation):
-            output, weights = self._attend_rotating_per_query(query, key, value, plan, cache, **kwargs)
+        rotation, cache = plan.rotation, self_attention_cache(past_key_values)
+        if isinstance(rotation, PerQueryRotation) and rotation.key_cos is None:
+            output, weights = self._attend_with_keys_rotated_per_query(query, key, value, rotation, cache)
         else:
-            # The projections are fresh tensors nobody else reads: the kernel may rotate them in place.
-            rotated = plan.rotation.rotate(query, key, *([value] if self.rotary_value else []), in_place=True)
-            query, key, value = rotated[0], rotated[1], rotated[2] if self.rotary_value else value
-            if cache is not None:
-                key, value = cache.update(key, value, self.layer_idx)
-            output, weights = self.attend(query, key, value, plan.attention_mask, **plan.attention_kwargs, **kwargs)
-        return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
-
-    def _attend_rotating_per_query(self, query, key, value, plan: BatchPlan, cache, **kwargs):
-        """Length-dependent rope in a decoder: keys and values are cached unrotated and rotated with the queries'
-        frequencies, which grow with the length each query sees."""
-        rotation = plan.rotation
-        if cache is not None:
-            key, value = cache.update(key, value, self.layer_idx)
-        if rotation.key_cos is None:
-            return per_query_rotary_attention(
+            query, key, value = self._rotate_and_cache(query, key, value, rotation, cache)
+            attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
+            attention_kwargs = {**plan.attention_kwargs, **kwargs}
+            if "cu_seq_lens_q" in attention_kwargs and self.config._attn_implementation == "sdpa":
+                attention_interface = varlen_attention_forward  # SDPA on a packed row: its variable-length kernel
+            output, weights = attention_interface(
+                self,
                 query,
                 key,
                 value,
-                rotation,
-                self.scaling,
-                dropout=self.dropout_prob if self.training else 0.0,
-                training=self.training,
-                rotary_value=self.rotary_value,
+                plan.attention_mask,
+                dropout=self.attention_dropout,
+                scaling=self.scaling,
+                **attention_kwargs,
             )
-        query = rotate_interleaved(query, rotation.cos, rotation.sin)
-        if self.rotary_value:
-            value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
-        key = rotate_interleaved(key, rotation.key_cos, rotation.key_sin)
-        return self.attend(query, key, value, plan.attention_mask, **kwargs)
+        return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
+
+    def _rotate_and_cache(self, query, key, value, rotation, cache) -> tuple[torch.Tensor, ...]:
+        """Rotated queries, keys and values, the keys and values extended by the cache.
+
+        Per-token rotations rotate before caching (the projections are fresh tensors nobody else reads: the kernel
+        may rotate them in place). Length-dependent rope in a decoder (`PerQueryRotation` with one frequency set)
+        caches keys and values unrotated and rotates them with the queries' frequencies."""
+        if isinstance(rotation, PerQueryRotation):
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+            query = rotate_interleaved(query, rotation.cos, rotation.sin)
+            if self.rotary_value:
+                value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
+            return query, rotate_interleaved(key, rotation.key_cos, rotation.key_sin), value
+        rotated = rotation.rotate(query, key, *([value] if self.rotary_value else []), in_place=True)
+        query, key, value = rotated[0], rotated[1], rotated[2] if self.rotary_value else value
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        return query, key, value
+
+    def _attend_with_keys_rotated_per_query(self, query, key, value, rotation: PerQueryRotation, cache):
+        """Length-dependent rope in a decoder where the queries' frequencies differ: each query rotates the
+        (unrotated, cached) keys with its own, which no attention backend does."""
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        return per_query_rotary_attention(
+            query,
+            key,
+            value,
+            rotation,
+            self.scaling,
+            dropout=self.attention_dropout,
+            training=self.training,
+            rotary_value=self.rotary_value,
+        )
 
 
 class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
@@ -321,7 +353,19 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
             if past_key_values is not None:
                 key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
                 past_key_values.is_updated[self.layer_idx] = True
-        attn_output, attn_weights = self.attend(query, key, value, plan.encoder_attention_mask, **kwargs)
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            plan.encoder_attention_mask,
+            dropout=self.attention_dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
         return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
 
 
@@ -487,6 +531,11 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
     _supports_attention_backend = True
     # transformers' RoFormer stores a sinusoid table; RoPE here is computed from positions, so the table is unused.
     _keys_to_ignore_on_load_unexpected = [r"encoder\.embed_positions\.weight"]
+    # Tensor parallelism splits the encoder layers (`config.base_model_tp_plan`); the heads' own layers stay whole on
+    # every rank. They are small, except the vocabulary projection, which is tied to the embeddings and has its own
+    # bias: sharding the two together breaks the bias tie (transformers 5.23) or needs a vocabulary divisible by the
+    # number of ranks (5.17).
+    _tp_plan: dict[str, str] = {}
     _can_record_outputs = {
         "hidden_states": HfRoFormerLayer,
         "attentions": HfRoFormerSelfAttention,
@@ -508,6 +557,20 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
     def _supports_default_dynamic_cache(self) -> bool:
         """`generate` may create a key/value cache, except for linear attention, whose model makes its own state."""
         return self.config.attention_type != "linear"
+
+    @classmethod
+    def maybe_distribute_model(cls, model, distributed_config, *args, **kwargs):
+        """transformers' step that shards a model being loaded with a `distributed_config`, after refusing a
+        tensor-parallel size that would split an attention head between ranks."""
+        tp_size = getattr(distributed_config, "tp_size", None) or 1
+        heads = model.config.num_attention_heads
+        if tp_size > 1 and heads % tp_size:
+            divisors = [size for size in range(2, heads + 1) if heads % size == 0]
+            raise ValueError(
+                f"Tensor parallelism gives each rank whole attention heads: `tp_size` {tp_size} must divide "
+                f"`num_attention_heads` {heads}; use a tp_size among {divisors}."
+            )
+        return super().maybe_distribute_model(model, distributed_config, *args, **kwargs)
 
     # The Hub task of this head, written to saved and pushed cards (`model_card_hf_roformer`).
     pipeline_tag: str | None = None
@@ -574,6 +637,13 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         self.gradient_checkpointing = False
         self.post_init()
 
+    def init_parallel_plans(self) -> None:
+        """transformers' parallel plans of this model: `config.base_model_tp_plan`, plus the same split for the
+        cross-attention layers of a decoder that has them (rules naming no module would be reported as unused)."""
+        super().init_parallel_plans()
+        if self.config.add_cross_attention and self._tp_plan:
+            self._tp_plan.update(CROSS_ATTENTION_TP_PLAN)
+
     def get_input_embeddings(self) -> nn.Embedding:
         """The token embedding matrix."""
         return self.embeddings.word_embeddings
@@ -621,7 +691,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             attention_kwargs=kwargs,
         )
         hidden_states = self.encoder(
-            plan.pack(hidden_states), plan, encoder_hidden_states, past_key_values=past_key_values, **kwargs
+            plan.pack(hidden_states), plan, encoder_hidden_states, past_key_values=past_key_values, **plan.layer_kwargs
         )
         sequence_output = plan.unpack(hidden_states)
         if use_cache and self.config.attention_type == "linear":

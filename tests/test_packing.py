@@ -5,9 +5,12 @@ if it were alone. Positions alone never declare packing: they are rotation angle
 import pytest
 import torch
 from conftest import tiny_config
-from transformers import DataCollatorWithFlattening
+from transformers import AttentionInterface, DataCollatorWithFlattening
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 import hf_roformer
+from hf_roformer.batch_plan_hf_roformer import plan_batch
 
 
 SEQUENCES = [[5, 6, 7, 8, 9], [11, 12, 13], [21, 22, 23, 24, 25, 26, 27]]
@@ -179,3 +182,70 @@ def test_declared_packed_row_on_cuda_runs_the_varlen_kernel(is_decoder, monkeypa
         for index, sequence in enumerate(SEQUENCES):
             alone = model(input_ids=torch.tensor([sequence], device="cuda")).last_hidden_state.float()
             torch.testing.assert_close(split_packed(packed)[index], alone[0], atol=2e-2, rtol=0)
+
+
+BOUNDARY_KEYS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
+RECORDING_BACKEND = "hf_roformer_recording_sdpa"
+
+
+def test_the_plan_reads_the_callers_keyword_arguments_without_changing_them():
+    """`plan_batch` returns what the layers receive (every argument but the sequence boundaries it has turned into a
+    mask) and leaves the caller's dictionary as it was."""
+    config = tiny_config()
+    model = hf_roformer.HfRoFormerModel(config).eval()
+    batch = packed_batch()
+    engine_state = object()
+    given = {key: batch[key] for key in BOUNDARY_KEYS} | {"engine_state": engine_state}
+    before = dict(given)
+    hidden_states = model.embeddings(batch["input_ids"])
+    plan = plan_batch(
+        config, hidden_states, model.rotary_emb, position_ids=batch["position_ids"], attention_kwargs=given
+    )
+    assert list(given) == list(before) and all(given[key] is before[key] for key in before)
+    assert list(plan.layer_kwargs) == ["engine_state"] and plan.layer_kwargs["engine_state"] is engine_state
+    assert plan.attention_mask is not None  # the boundaries became a block-diagonal mask on this CPU
+
+
+@pytest.fixture
+def recorded_attention_calls():
+    """SDPA under a backend name of its own that records each call's module and keyword arguments, as an engine
+    plugging its attention into transformers' attention interface sees them."""
+    calls = []
+
+    def recording_sdpa(module, query, key, value, attention_mask, **kwargs):
+        calls.append((type(module).__name__, module.layer_idx, kwargs))
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register(RECORDING_BACKEND, recording_sdpa)
+    AttentionMaskInterface.register(RECORDING_BACKEND, sdpa_mask)
+    return calls
+
+
+@pytest.mark.parametrize("layout", ["padded rows with cross-attention", "packed row"])
+def test_extra_keyword_arguments_reach_every_layers_attention(recorded_attention_calls, layout):
+    """An argument the caller adds (a serving engine's per-batch state) reaches the attention function of every
+    layer, self- and cross-attention, as the very object passed, and changes nothing else."""
+    torch.manual_seed(0)
+    cross = layout != "packed row"
+    config = tiny_config(is_decoder=True, add_cross_attention=cross, use_cache=False)
+    model = hf_roformer.HfRoFormerModel(config).eval()
+    if cross:
+        inputs = {
+            "input_ids": torch.tensor([[5, 6, 7, 8], [11, 12, 0, 0]]),
+            "attention_mask": torch.tensor([[1] * 4, [1, 1, 0, 0]]),
+            "encoder_hidden_states": torch.randn(2, 3, config.hidden_size),
+        }
+    else:
+        inputs = model_inputs(packed_batch())
+    engine_state = object()
+    with torch.no_grad():
+        expected = model(**inputs).last_hidden_state
+        model.set_attn_implementation(RECORDING_BACKEND)
+        output = model(**inputs, engine_state=engine_state).last_hidden_state
+    torch.testing.assert_close(output, expected, atol=1e-6, rtol=0)
+    modules = ("HfRoFormerSelfAttention", "HfRoFormerCrossAttention") if cross else ("HfRoFormerSelfAttention",)
+    calls = [(name, layer) for name, layer, kwargs in recorded_attention_calls]
+    assert calls == [(name, layer) for layer in range(config.num_hidden_layers) for name in modules]
+    for _, _, kwargs in recorded_attention_calls:
+        assert kwargs["engine_state"] is engine_state
+        assert not set(BOUNDARY_KEYS) & set(kwargs)  # the boundaries became a mask on this CPU

@@ -98,6 +98,25 @@ def test_in_place_inference_overwrites_the_inputs_with_the_reference(with_value)
         torch.testing.assert_close(output.detach(), rotate_interleaved(kept, cos, sin), atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_tensor_parallel_ranks_heads_rotate_as_those_heads_of_the_whole(rank):
+    """Under tensor parallelism each rank projects, and the kernel rotates, only its share of the heads: the kernel
+    reads the head count from the tensors, so a rank's heads come out as the same heads of the whole model's."""
+    batch, seq, heads, dim = 2, 9, 4, 32
+    cos, sin = angles(batch, seq, dim)
+    whole = [torch.randn(batch, seq, heads * dim, device=DEVICE) for _ in range(3)]
+    local = slice(rank * heads // 2 * dim, (rank + 1) * heads // 2 * dim)  # a colwise shard of the projection
+    split = [tensor.view(batch, seq, -1, dim).transpose(1, 2) for tensor in whole]
+    split_local = [tensor[..., local].view(batch, seq, -1, dim).transpose(1, 2) for tensor in whole]
+    with torch.no_grad():
+        expected = rotary_kernels_hf_roformer.rotate_with_kernel(split, cos, sin)
+        outputs = rotary_kernels_hf_roformer.rotate_with_kernel(split_local, cos, sin)
+    heads_of_rank = slice(rank * heads // 2, (rank + 1) * heads // 2)
+    for output, reference in zip(outputs, expected, strict=True):
+        assert output.shape == (batch, heads // 2, seq, dim)
+        torch.testing.assert_close(output, reference[:, heads_of_rank], atol=0, rtol=0)
+
+
 def test_model_with_the_kernel_equals_the_reference_path(monkeypatch, batch):
     """The model dispatches rotations to the kernel (forced here for CPU tensors) with identical outputs and grads."""
     torch.manual_seed(0)
