@@ -3,7 +3,7 @@
 Importing the package registers the `hf_roformer` model type with transformers' Auto classes, so
 `AutoConfig`, `AutoModel` and every `AutoModelFor*` head below load hf_roformer checkpoints by name. Checkpoints of
 transformers' own RoFormer (model type `roformer`) keep loading into transformers' classes through the Auto classes
-unless `use_for_roformer_checkpoints()` is called (see `roformer_routing`).
+unless `use_for_roformer_checkpoints()` is called (see `integrations/roformer_checkpoints.py`).
 """
 
 from transformers import (
@@ -19,6 +19,7 @@ from transformers import (
 )
 
 from .configuration_hf_roformer import HfRoFormerConfig
+from .integrations.roformer_checkpoints import routes_roformer_checkpoints, use_for_roformer_checkpoints
 from .linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
 from .modeling_hf_roformer import (
     HfRoFormerForCausalLM,
@@ -31,7 +32,6 @@ from .modeling_hf_roformer import (
     HfRoFormerPreTrainedModel,
 )
 from .pretrained import pretrained_checkpoint
-from .roformer_routing import routes_roformer_checkpoints, use_for_roformer_checkpoints
 from .rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
 from .tokenization_hf_roformer import HfRoFormerTokenizer
 

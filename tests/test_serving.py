@@ -27,8 +27,8 @@ from conftest import tiny_config
 from transformers import AttentionInterface, AutoConfig, AutoModel, AutoModelForSequenceClassification
 
 import hf_roformer
+from hf_roformer.integrations.serving import save_with_dense_pooler
 from hf_roformer.modeling_hf_roformer import AUTO_MAP
-from hf_roformer.serving import save_with_dense_pooler
 
 
 VLLM_ATTENTION = "vllm"
