@@ -120,5 +120,6 @@ def test_long_documents_page_as_documented():
     output = run.directory / "long-roformer"
     assert json.loads((output / "config.json").read_text())["max_position_embeddings"] == 1024
     assert json.loads((output / "tokenizer_config.json").read_text())["model_max_length"] == 1024
-    assert run.output_of("model_max_length").split() == ["1024", "1024", "True"]
+    printed = run.output_of("model_max_length").strip().splitlines()[-3:]  # after optional libraries' import messages
+    assert printed == ["1024", "1024", "True"]
     assert run.stderr_of("hf-roformer finetune text-classification") == ""
