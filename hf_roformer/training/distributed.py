@@ -95,6 +95,15 @@ def check_deepspeed_saves_whole_model(trainer: transformers.Trainer) -> None:
         )
 
 
+def keep_used_weight_conversions(model: nn.Module) -> None:
+    """Keep, of the key conversions `from_pretrained` recorded on `model` for saving, those that matched a weight.
+    transformers' ZeRO-3 loading keeps all of them (its other loading paths keep the used ones), so the saved model
+    would name every layer norm's weights by the legacy `gamma`/`beta`."""
+    conversions = getattr(model, "_weight_conversions", None)
+    if conversions:
+        model._weight_conversions = [conversion for conversion in conversions if conversion.was_used()]
+
+
 def prepare_distributed_training(trainer: transformers.Trainer) -> None:
     """Make a Trainer apply the run's FSDP or DeepSpeed settings as given: FSDP on CPU processes too, FSDP2 with modules
     that share weights in one group, and a DeepSpeed configuration that can write the final model. Call it after
@@ -103,6 +112,8 @@ def prepare_distributed_training(trainer: transformers.Trainer) -> None:
     if trainer.is_fsdp_enabled and trainer.accelerator.is_fsdp2 and tied_module_groups(trainer.model):
         shard_with_tied_groups(trainer.model, trainer.accelerator)
     check_deepspeed_saves_whole_model(trainer)
+    if trainer.is_deepspeed_enabled:
+        keep_used_weight_conversions(trainer.model)
 
 
 def save_full_model(trainer: transformers.Trainer, output_dir: str | None = None) -> None:
