@@ -55,4 +55,18 @@ def pre_training_corpus(directory: Path) -> None:
     (directory / "corpus.txt").write_text("\n".join(peoples_daily_documents()[:200]) + "\n", encoding="utf-8")
 
 
-FIXTURES = {"fine-tuning.md": fine_tuning_data, "pre-training.md": pre_training_corpus}
+def distributed_training_data(directory: Path) -> None:
+    """glue_data/MRPC and corpus.txt as for fine-tuning and pre-training, and the repository's `configs/` (the
+    commands name the shipped accelerate and DeepSpeed configurations by their paths in a clone)."""
+    from test_finetune import make_glue
+
+    make_glue(directory / "glue_data", "mrpc", examples=24)
+    pre_training_corpus(directory)
+    (directory / "configs").symlink_to(REPOSITORY / "configs", target_is_directory=True)
+
+
+FIXTURES = {
+    "fine-tuning.md": fine_tuning_data,
+    "pre-training.md": pre_training_corpus,
+    "distributed-training.md": distributed_training_data,
+}
