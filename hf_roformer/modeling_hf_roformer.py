@@ -524,7 +524,7 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
     config: HfRoFormerConfig
     base_model_prefix = "roformer"
     supports_gradient_checkpointing = True
-    _no_split_modules = ["HfRoFormerEmbeddings", "HfRoFormerLayer"]
+    _no_split_modules = ["HfRoFormerLayer"]
     _supports_flash_attn = True
     _supports_sdpa = True
     _supports_flex_attn = True
@@ -583,12 +583,21 @@ class HfRoFormerPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as any `PreTrainedModel` does, with an `auto_map` naming every head and the model's source files, so
         that `AutoModel*.from_pretrained(path, trust_remote_code=True)` works where hf_roformer is not installed, and
-        a card carrying `library_name`, `pipeline_tag` and the model tags (keys an existing card lacks are added)."""
-        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **AUTO_MAP}
-        result = super().save_pretrained(save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True) and Path(save_directory).is_dir():
-            add_card_metadata(save_directory, self.card_metadata(), type(self).__name__)
-            write_sentence_transformers_files(save_directory, self.config)
+        a card carrying `library_name`, `pipeline_tag` and the model tags (keys an existing card lacks are added).
+
+        A model that torch gave a class made at run time (FSDP2 makes `FSDP<class>`, defined in a torch module) is
+        saved as its own class: transformers names the saved class and copies the sources from the object's class,
+        which would write torch's files and a wrapper class name into the `auto_map`."""
+        wrapper = type(self)
+        self.__class__ = next(cls for cls in wrapper.__mro__ if not cls.__module__.startswith("torch."))
+        try:
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **AUTO_MAP}
+            result = super().save_pretrained(save_directory, *args, **kwargs)
+            if kwargs.get("is_main_process", True) and Path(save_directory).is_dir():
+                add_card_metadata(save_directory, self.card_metadata(), type(self).__name__)
+                write_sentence_transformers_files(save_directory, self.config)
+        finally:
+            self.__class__ = wrapper
         return result
 
     def card_metadata(self) -> dict:

@@ -2,6 +2,7 @@
 
 import math
 import os
+import sys
 
 import torch
 
@@ -9,6 +10,11 @@ import torch
 # Without a GPU, Triton kernels are exercised through Triton's interpreter (it must be chosen before they are defined).
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# DeepSpeed compiles its CPU communication kernel at first use into torch's extension cache, keyed by the Python
+# version only: one cache per environment, so that the test environments of two transformers versions do not
+# rebuild it in turn (45 s of CPU each time).
+EXTENSIONS = os.path.join(os.path.expanduser("~"), ".cache", "torch_extensions")
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(EXTENSIONS, sys.prefix.strip(os.sep).replace(os.sep, "_")))
 
 import pytest  # noqa: E402
 import transformers  # noqa: E402

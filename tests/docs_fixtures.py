@@ -69,8 +69,19 @@ def long_documents_data(directory: Path) -> None:
         (directory / name).write_text("sentence,label\n" + lines, encoding="utf-8")
 
 
+def distributed_training_data(directory: Path) -> None:
+    """glue_data/MRPC and corpus.txt as for fine-tuning and pre-training, and the repository's `configs/` (the
+    commands name the shipped accelerate and DeepSpeed configurations by their paths in a clone)."""
+    from test_finetune import make_glue
+
+    make_glue(directory / "glue_data", "mrpc", examples=24)
+    pre_training_corpus(directory)
+    (directory / "configs").symlink_to(REPOSITORY / "configs", target_is_directory=True)
+
+
 FIXTURES = {
     "fine-tuning.md": fine_tuning_data,
     "pre-training.md": pre_training_corpus,
     "long-documents.md": long_documents_data,
+    "distributed-training.md": distributed_training_data,
 }

@@ -27,6 +27,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy
 
 from ..utils.errors import RunInterrupted
+from .engine_checkpoints import engine_checkpoint_problem, holds_engine_state
 
 
 logger = logging.getLogger(__name__)
@@ -80,8 +81,8 @@ def weights_problem(directory: Path) -> str | None:
                     return problem
             return None
         return safetensors_problem(path) if name.endswith(".safetensors") else torch_file_problem(path)
-    if any(directory.glob("pytorch_model_fsdp*")) or any(directory.glob("global_step*")):
-        return None  # FSDP / DeepSpeed layouts: their engines check their own files
+    if holds_engine_state(directory):
+        return None  # sharded FSDP / DeepSpeed layouts: `engine_checkpoint_problem` checks them
     return "no weights"
 
 
@@ -95,17 +96,19 @@ def checkpoint_problem(directory: str | Path, world_size: int = 1) -> str | None
         return f"no {TRAINER_STATE}"
     except (OSError, ValueError) as error:
         return f"{TRAINER_STATE} is unreadable ({error})"
-    problem = weights_problem(directory)
+    problem = weights_problem(directory) or engine_checkpoint_problem(directory)
     if problem:
         return problem
-    engine_managed = any(directory.glob("global_step*")) or any(directory.glob("optimizer_*"))
-    if not engine_managed:
-        for name in ("optimizer.pt", "scheduler.pt"):
-            if not (directory / name).exists():
-                return f"no {name} (optimizer state)" if name == "optimizer.pt" else f"no {name}"
-            problem = torch_file_problem(directory / name)
-            if problem:
-                return problem
+    if holds_engine_state(directory):  # the engine saved the optimizer (DeepSpeed: and the scheduler)
+        required = () if any(directory.glob("global_step*")) else ("scheduler.pt",)
+    else:
+        required = ("optimizer.pt", "scheduler.pt")
+    for name in required:
+        if not (directory / name).exists():
+            return f"no {name} (optimizer state)" if name == "optimizer.pt" else f"no {name}"
+        problem = torch_file_problem(directory / name)
+        if problem:
+            return problem
     names = ["rng_state.pth"] if world_size <= 1 else [f"rng_state_{rank}.pth" for rank in range(world_size)]
     for name in names:
         if not (directory / name).exists():

@@ -38,6 +38,7 @@ from ..utils.logs import transformers_warnings_off
 from .batching import LengthAwareTrainer
 from .cards import evaluation_results, push_with_model_card, write_fine_tuning_card
 from .checkpoints import SaveAfterEpochEnd, resume_checkpoint, train_with_interruption, write_finished
+from .distributed import prepare_distributed_training, save_full_model, start_deepspeed_communication
 from .lengths import (
     beyond_trained_length_note,
     check_sequence_length,
@@ -259,6 +260,7 @@ def fine_tune(
     if any("text_b" in data.column_names for data in task.raw.values()):
         check_sequence_length(tokenizer, model_options.max_seq_length, pairs=True)
 
+    start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
     model, info = load_model(model_source, model_options, training_args.seed, **task.model_kwargs)
     if main_process:
         write_run_record(output_dir, command, arguments, __version__)
@@ -297,6 +299,7 @@ def fine_tune(
         sort_evaluation=batching.sort_evaluation,
     )
     show_progress_as_lines(trainer)
+    prepare_distributed_training(trainer)
     metrics: dict[str, float] = {}
     written: list[str] = []
     trained = False
@@ -312,7 +315,7 @@ def fine_tune(
                 logger.info(f"resuming from {checkpoint}, the last complete checkpoint of the interrupted run")
         result = train_with_interruption(trainer, checkpoint, output_dir)
         trained = trainer.state.global_step > 0
-        trainer.save_model()
+        save_full_model(trainer)
         trainer.save_metrics("train", result.metrics)
         trainer.save_state()
         written += ["model", "tokenizer", "train_results.json", "trainer_state.json"]

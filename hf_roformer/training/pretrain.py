@@ -46,7 +46,13 @@ from .checkpoints import (
     write_finished,
 )
 from .corpus import char_vocabulary, peoples_daily_documents, read_documents, split_documents
-from .lengths import set_model_max_length
+from .distributed import (
+    prepare_distributed_training,
+    save_full_model,
+    start_deepspeed_communication,
+    trained_model,
+)
+from .lengths import record_trained_length, set_model_max_length
 from .packing import encode_documents, pack_documents
 from .progress import show_progress_as_lines
 from .runs import RunStart, prepare_run_directory, write_run_record
@@ -284,6 +290,7 @@ def run_pretraining(
     tokenizer = build_tokenizer(options, train_documents, tokenizer_source)
     if tokenizer.mask_token_id is None:
         raise UsageError(f"--tokenizer {tokenizer_name}: the tokenizer has no mask token")
+    start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
     model = build_model(options, tokenizer, stages, model_source)
     if main_process:
         write_run_record(output_dir, COMMAND, arguments, __version__)
@@ -339,6 +346,7 @@ def run_pretraining(
             callbacks=[MaskingEpochCallback(collator), SaveAfterEpochEnd()],
         )
         show_progress_as_lines(trainer)
+        prepare_distributed_training(trainer)
         checkpoint = last_complete_checkpoint(directory, training_args.world_size)
         if main_process:
             resumed = f", resuming from {checkpoint}" if checkpoint is not None else ""
@@ -347,11 +355,10 @@ def run_pretraining(
         train_with_interruption(trainer, checkpoint, directory)
         metrics = trainer.evaluate()
         if isinstance(trainer.model, HfRoFormerForMaskedLM):  # the length it has now been trained at
-            config = trainer.model.config
-            config.max_position_embeddings = max(config.max_position_embeddings, stage.max_length)
+            record_trained_length(trainer.model.config, stage.max_length)
         set_model_max_length(tokenizer, trainer.model.config)
+        save_full_model(trainer, str(final))  # on every process: sharded weights are gathered for it
         if trainer.is_world_process_zero():
-            trainer.save_model(str(final))
             trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
             (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
             files = [f"final/{name}" for name in ("config.json", "model.safetensors", "eval_results.json")]
@@ -359,7 +366,7 @@ def run_pretraining(
             logger.info(f"stage {index + 1} ({stage.max_length} tokens): masked-token accuracy "
                         f"{metrics['eval_accuracy']:.2%}, loss {metrics['eval_loss']:.3f}")  # fmt: skip
         history.append({"stage": dataclasses.asdict(stage), "metrics": metrics})
-        model = trainer.model
+        model = trained_model(trainer, final)
     if main_process:
         set_model_max_length(tokenizer, model.config)
         model.save_pretrained(output_dir)
