@@ -30,6 +30,7 @@ from transformers import (
     DataCollatorWithPadding,
     TrainingArguments,
 )
+from transformers.trainer_utils import SaveStrategy
 
 from .. import __version__
 from ..pretrained.sources import ModelSource, check_hub_upload, resolve_model_source
@@ -243,7 +244,7 @@ def fine_tune(
                     logger.info(metric_line(prefix, run.finished["metrics"]))
         return run.finished.get("metrics", {})
     checkpoint = None
-    if phases.train and run.start is RunStart.RESUME:
+    if phases.train and (run.start is RunStart.RESUME or training_args.resume_from_checkpoint is not None):
         try:
             checkpoint = resume_checkpoint(output_dir, training_args.resume_from_checkpoint, training_args.world_size)
         except ValueError as error:
@@ -310,9 +311,13 @@ def fine_tune(
             batch = f"batch {training_args.per_device_train_batch_size} x {processes} process(es)"
             if training_args.gradient_accumulation_steps > 1:
                 batch += f" x {training_args.gradient_accumulation_steps} accumulated"
-            logger.info(f"training: {steps:,} steps ({epochs:g} epochs, {batch}), checkpoints in {output_dir}/")
+            saving = training_args.save_strategy != SaveStrategy.NO
+            kept = f", checkpoints in {output_dir}/" if saving else ", no checkpoints (--save_strategy no)"
+            logger.info(f"training: {steps:,} steps ({epochs:g} epochs, {batch}){kept}")
             if checkpoint is not None:
-                logger.info(f"resuming from {checkpoint}, the last complete checkpoint of the interrupted run")
+                explicit = training_args.resume_from_checkpoint is not None
+                source = "as --resume_from_checkpoint asks" if explicit else "the last complete checkpoint"
+                logger.info(f"resuming from {checkpoint}, {source}")
         result = train_with_interruption(trainer, checkpoint, output_dir)
         trained = trainer.state.global_step > 0
         save_full_model(trainer)
