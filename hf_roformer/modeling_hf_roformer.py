@@ -8,6 +8,7 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 """
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -33,6 +34,7 @@ from transformers.utils.generic import can_return_tuple, merge_with_config_defau
 from transformers.utils.output_capturing import capture_outputs
 
 from .batch_plan_hf_roformer import BatchPlan, plan_batch
+from .blockwise_attention_hf_roformer import blockwise_attention_applies, blockwise_attention_forward
 from .configuration_hf_roformer import HfRoFormerConfig
 from .input_checks_hf_roformer import (
     check_ids_in_range,
@@ -99,6 +101,22 @@ def eager_attention_forward(
     return attn_output, attn_weights
 
 
+class HfRoFormerDropout(nn.Dropout):
+    """`nn.Dropout` that keeps a one-byte mask for the backward pass on every device.
+
+    On CPU, `nn.Dropout` in training multiplies by a float mask of the input's size and keeps it for the backward pass
+    (4 bytes per element; CUDA takes the fused `native_dropout` with a boolean mask): at 32 x 1,024 tokens and hidden
+    256, 32 MB per dropout, two per layer. `torch.native_dropout` keeps the boolean mask everywhere; the identity in
+    evaluation, as `nn.Dropout`.
+    """
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Zero elements with probability `p` and scale the rest by 1 / (1 - p) in training; identity otherwise."""
+        if not self.training or self.p == 0.0:
+            return hidden_states
+        return torch.native_dropout(hidden_states, self.p, True)[0]
+
+
 class HfRoFormerRMSNorm(nn.Module):
     """RoFormer-V2's norm: x / sqrt(mean(x^2) + eps), without gain or bias (computed in float32)."""
 
@@ -131,7 +149,7 @@ class HfRoFormerEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
         self.LayerNorm = make_norm(config, config.embedding_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
         self.dropout_before_norm = config.dropout_before_embeddings_norm
 
     def forward(
@@ -182,11 +200,18 @@ class HfRoFormerAttentionBase(nn.Module):
         return projection(states).view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
 
     def attend(self, query, key, value, attention_mask, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Rotated queries, keys and values through the configured attention backend (SDPA over a packed row with
-        sequence boundaries goes to its variable-length kernel)."""
+        """Rotated queries, keys and values through the configured attention backend. In SDPA's place: its
+        variable-length kernel over a packed row with sequence boundaries, and, with attention dropout on CPU (where
+        SDPA would keep batch x heads x L x L probabilities and dropout mask per layer), blockwise attention."""
         dropout = self.dropout_prob if self.training else 0.0
-        if "cu_seq_lens_q" in kwargs and self.config._attn_implementation == "sdpa":
-            return varlen_attention_forward(self, query, key, value, attention_mask, self.scaling, dropout, **kwargs)
+        if self.config._attn_implementation == "sdpa":
+            replacement = None
+            if "cu_seq_lens_q" in kwargs:
+                replacement = varlen_attention_forward
+            elif blockwise_attention_applies(query, dropout):  # SDPA's CPU path with dropout keeps L x L per layer
+                replacement = blockwise_attention_forward
+            if replacement is not None:
+                return replacement(self, query, key, value, attention_mask, self.scaling, dropout, **kwargs)
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -209,16 +234,17 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights."""
         heads = (*hidden_states.shape[:-1], -1, self.head_dim)
-        query = self.query(hidden_states).view(heads).transpose(1, 2)
-        key = self.key(hidden_states).view(heads).transpose(1, 2)
-        value = self.value(hidden_states).view(heads).transpose(1, 2)
+        query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
         cache = self_attention_cache(past_key_values)
         if isinstance(plan.rotation, PerQueryRotation):
+            query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))
             output, weights = self._attend_rotating_per_query(query, key, value, plan, cache, **kwargs)
         else:
-            # The projections are fresh tensors nobody else reads: the kernel may rotate them in place.
-            rotated = plan.rotation.rotate(query, key, *([value] if self.rotary_value else []), in_place=True)
-            query, key, value = rotated[0], rotated[1], rotated[2] if self.rotary_value else value
+            # The projections are fresh tensors nobody else reads: inference may rotate them in place.
+            projections = (query, key, value) if self.rotary_value else (query, key)
+            rotated = plan.rotation.rotate_projections(self.head_dim, *projections, in_place=True)
+            query, key = rotated[0], rotated[1]
+            value = rotated[2] if self.rotary_value else value.view(heads).transpose(1, 2)
             if cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
             output, weights = self.attend(query, key, value, plan.attention_mask, **plan.attention_kwargs, **kwargs)
@@ -322,6 +348,32 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
         return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
 
 
+@contextmanager
+def input_recomputed_in_backward(inputs: torch.Tensor, recompute: Callable[[], torch.Tensor]):
+    """Within the block (one projection), autograd stores `inputs` (contiguous), or a view of all of them, as nothing
+    and its backward pass gets them from `recompute()`; every other saved tensor is stored as usual (an outer
+    `saved_tensors_hooks`, such as `save_on_cpu`, does not see the tensors saved inside the block)."""
+    # The hooks live as long as the graph: they hold a description of `inputs`, not `inputs` (which they would keep)
+    marker, storage, count = object(), inputs.untyped_storage().data_ptr(), inputs.numel()
+    dtype, offset = inputs.dtype, inputs.storage_offset()
+
+    def pack(tensor: torch.Tensor):
+        if tensor.numel() == count and tensor.dtype == dtype and tensor.untyped_storage().data_ptr() == storage:
+            return marker, tensor.shape, tensor.stride(), tensor.storage_offset() - offset
+        return tensor
+
+    def unpack(packed):
+        if isinstance(packed, tuple) and packed[0] is marker:
+            return recompute().as_strided(*packed[1:])
+        return packed
+
+    if not inputs.is_contiguous():
+        yield
+        return
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        yield
+
+
 class HfRoFormerResidualOutput(nn.Module):
     """Projection back to the hidden size, dropout, residual connection and post-norm: the end of the attention block
     (`attention.output`) and of the feed-forward block (`output`)."""
@@ -330,11 +382,20 @@ class HfRoFormerResidualOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(input_size, config.hidden_size, bias=config.use_bias)
         self.LayerNorm = make_norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        """Project `hidden_states` and add them to the block input `input_tensor` before normalizing."""
-        hidden_states = self.dense(hidden_states)
+    def forward(
+        self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, recompute_input: Callable | None = None
+    ) -> torch.Tensor:
+        """Project `hidden_states` and add them to the block input `input_tensor` before normalizing.
+
+        `recompute_input()`, a function computing `hidden_states` again, lets the projection's backward pass get them
+        from it rather than from memory (see `input_recomputed_in_backward`)."""
+        if recompute_input is None:
+            hidden_states = self.dense(hidden_states)
+        else:
+            with input_recomputed_in_backward(hidden_states, recompute_input):
+                hidden_states = self.dense(hidden_states)
         if self.training:  # dropout is the identity in evaluation: not dispatched at all there
             hidden_states = self.dropout(hidden_states)
         return self.LayerNorm(hidden_states + input_tensor)
@@ -400,8 +461,25 @@ class HfRoFormerLayer(GradientCheckpointingLayer):
         return self.feed_forward(hidden_states)
 
     def feed_forward(self, attention_output: torch.Tensor) -> torch.Tensor:
-        """Feed-forward block on (a chunk of) the attention output."""
-        return self.output(self.intermediate(attention_output), attention_output)
+        """Feed-forward block on (a chunk of) the attention output. In training the output projection gets the
+        activation recomputed in the backward pass from the activation's input (which the activation's backward keeps
+        anyway) instead of storing it a second time: a quarter of a layer's stored activations (128 MB per layer at
+        32 x 1,024 tokens), for one elementwise pass whose result is bitwise the same. Not under gradient
+        checkpointing (which stores neither) nor in compiled graphs (whose compiler plans what to store)."""
+        if not self.stores_activation_once(attention_output):
+            return self.output(self.intermediate(attention_output), attention_output)
+        activation = self.intermediate.intermediate_act_fn
+        expanded = self.intermediate.dense(attention_output)
+        return self.output(activation(expanded), attention_output, recompute_input=lambda: activation.forward(expanded))
+
+    def stores_activation_once(self, attention_output: torch.Tensor) -> bool:
+        """Whether this forward records a backward pass in which the activation would otherwise be stored twice."""
+        return (
+            torch.is_grad_enabled()
+            and attention_output.requires_grad
+            and not (self.gradient_checkpointing and self.training)
+            and not torch.compiler.is_compiling()
+        )
 
 
 class HfRoFormerEncoder(nn.Module):
@@ -886,7 +964,7 @@ class HfRoFormerClassificationHead(nn.Module):
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
         self.activation = ACT2FN[config.hidden_act]
 
@@ -902,7 +980,7 @@ class HfRoFormerMeanPoolingHead(nn.Module):
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -1007,7 +1085,7 @@ class HfRoFormerForTokenClassification(HfRoFormerTaskModel):
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
