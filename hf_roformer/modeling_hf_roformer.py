@@ -76,6 +76,13 @@ AUTO_MAP = {
     "AutoModelForMultipleChoice": "modeling_hf_roformer.HfRoFormerForMultipleChoice",
     "AutoModelForQuestionAnswering": "modeling_hf_roformer.HfRoFormerForQuestionAnswering",
 }
+# In-place forms of `ACT2FN` activations (the same kernels, writing into their input), for inference.
+IN_PLACE_ACTIVATIONS = {
+    "gelu": torch.ops.aten.gelu_,
+    "relu": torch.relu_,
+    "silu": torch.ops.aten.silu_,
+    "swish": torch.ops.aten.silu_,
+}
 # Type hints of the inputs every forward takes.
 TokenIds = torch.LongTensor | None
 Floats = torch.Tensor | None
@@ -398,6 +405,10 @@ class HfRoFormerResidualOutput(nn.Module):
                 hidden_states = self.dense(hidden_states)
         if self.training:  # dropout is the identity in evaluation: not dispatched at all there
             hidden_states = self.dropout(hidden_states)
+        # The projection (or its dropout) is a fresh tensor that nothing keeps for the backward pass: the residual is
+        # added in place, one hidden-size tensor less allocated per block (unless the sum's dtype or shape differ).
+        if hidden_states.dtype == input_tensor.dtype and hidden_states.shape == input_tensor.shape:
+            return self.LayerNorm(hidden_states.add_(input_tensor))
         return self.LayerNorm(hidden_states + input_tensor)
 
 
@@ -422,10 +433,19 @@ class HfRoFormerIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.use_bias)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
+        self.hidden_act = config.hidden_act
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Expand and activate."""
-        return self.intermediate_act_fn(self.dense(hidden_states))
+        return self.activate(self.dense(hidden_states))
+
+    def activate(self, expanded: torch.Tensor) -> torch.Tensor:
+        """The activation of the expanded states; in place where no gradient is recorded and the activation has an
+        in-place form, so inference allocates no second intermediate-size tensor (the feed-forward block's peak)."""
+        in_place = IN_PLACE_ACTIVATIONS.get(self.hidden_act)
+        if in_place is None or torch.compiler.is_compiling() or (torch.is_grad_enabled() and expanded.requires_grad):
+            return self.intermediate_act_fn(expanded)
+        return in_place(expanded)
 
 
 class HfRoFormerLayer(GradientCheckpointingLayer):
