@@ -26,9 +26,11 @@ import math
 import torch
 
 
-# Scores held per block (batch x heads x query block x keys): 16 MB in float32; two such buffers live in the forward
-# pass, three in the backward pass. Fewer, larger blocks mean fewer operator calls (each a parallel region).
-BLOCK_SCORES = 1 << 22
+# Scores held per block (batch x heads x query block x keys): 32 MB in float32; two such buffers live in the forward
+# pass, three in the backward pass. Fewer, larger blocks mean fewer operator calls, each a parallel region whose
+# threads wait for one another (on a loaded machine, for the scheduler); the cost per score hardly changes between
+# 4M and 16M scores per block.
+BLOCK_SCORES = 1 << 23
 # Seeds are drawn below this bound (`torch.Generator.manual_seed` takes 64-bit values).
 SEED_BOUND = 1 << 62
 # Values of one element's random draw (16 bits).
