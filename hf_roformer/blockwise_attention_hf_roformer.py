@@ -110,10 +110,10 @@ class _Blocks:
         for index, start in enumerate(range(0, self.num_queries, self.block_size)):
             yield index, start, min(start + self.block_size, self.num_queries)
 
-    def buffer(self, which: int, start: int, stop: int, width: int | None = None) -> torch.Tensor:
-        """Buffer `which` as a dense `(batch * heads, stop - start, width)` tensor (default width: the keys)."""
-        width = self.num_keys if width is None else width
-        return self.buffers[which][: self.scaled_query.shape[0] * (stop - start) * width].view(-1, stop - start, width)
+    def buffer(self, which: int, start: int, stop: int) -> torch.Tensor:
+        """Buffer `which` as a dense `(batch * heads, stop - start, keys)` tensor."""
+        size = self.scaled_query.shape[0] * (stop - start) * self.num_keys
+        return self.buffers[which][:size].view(-1, stop - start, self.num_keys)
 
     def probabilities(self, start: int, stop: int) -> torch.Tensor:
         """Softmax of the masked scores of queries start:stop, in buffer 1 (the scores pass through buffer 0)."""
@@ -225,6 +225,11 @@ def blockwise_dropout_attention(
     """
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"`dropout` must lie in [0, 1), got {dropout}.")
+    if not query.shape[:2] == key.shape[:2] == value.shape[:2] or key.shape[2] != value.shape[2]:
+        raise ValueError(
+            f"`query`, `key` and `value` must share batch and heads, and keys and values their length, got shapes "
+            f"{tuple(query.shape)}, {tuple(key.shape)} and {tuple(value.shape)}."
+        )
     if seed is None:
         seed = int(torch.randint(SEED_BOUND, (), dtype=torch.int64))
     if block_size is None:

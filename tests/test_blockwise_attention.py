@@ -248,3 +248,13 @@ def test_training_step_compiles_as_one_graph_with_attention_dropout(batch):
     loss = masked_lm_loss(compiled, batch)
     loss.backward()
     assert loss.isfinite() and model.cls.predictions.decoder.weight.grad is not None
+
+
+def test_mismatched_heads_are_refused():
+    query, key, value = inputs()
+    with pytest.raises(ValueError) as error:
+        blockwise_dropout_attention(query, key[:, :1], value[:, :1], None, SCALING, 0.1)
+    assert str(error.value) == (
+        "`query`, `key` and `value` must share batch and heads, and keys and values their length, got shapes "
+        "(2, 3, 37, 8), (2, 1, 37, 8) and (2, 1, 37, 8)."
+    )
