@@ -2,6 +2,8 @@
 
     python benchmarks/bench_long_training_step.py              # 32 x 1,024 tokens, attention dropout 0.1, 2 threads
     python benchmarks/bench_long_training_step.py --rounds 1 --batch 8 --length 512   # a quick look
+    PYTHONPATH=/path/to/older/checkout python benchmarks/bench_long_training_step.py --models hf_roformer \
+        --output long_training_step_cpu_before     # the same step on an older commit (recorded in the results)
 
 Both models have the size of the shipped checkpoint (hf_roformer/pretrained/roformer-zh-char-small: hidden 256, 4
 layers, 4 heads, intermediate 1024, vocab 4188) with a sequence-classification head and random weights; BERT's
@@ -9,11 +11,14 @@ position table is widened to the input length. Dropouts are the checkpoint's (hi
 `--attention-dropout` says otherwise. Each measurement runs in a fresh process, so the peak resident set (VmHWM) is
 that model's alone: it builds the model, runs `--steps` steps (forward, backward, AdamW) on one random batch and reports
 the last step's wall time and the process's peak resident memory. Rounds alternate the models, so drifting load hits
-both alike. Results: benchmarks/results/long_training_step_cpu.{json,md}.
+both alike. Results: benchmarks/results/long_training_step_cpu.{json,md}, with the machine, the library versions, the
+measured hf_roformer commit and OMP_WAIT_POLICY (on a loaded machine, OpenMP's spinning threads slow code with many
+operator calls most: compare runs made under the same setting).
 """
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -94,6 +99,19 @@ def run_probe(kind: str, args) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
 
+def code_version() -> dict:
+    """Which hf_roformer was measured: its directory and that checkout's commit (a benchmark of an older commit, run
+    with `PYTHONPATH=<that checkout>`, says so)."""
+    directory = Path(hf_roformer.__file__).resolve().parent
+    result = subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(directory), "status", "--porcelain"], capture_output=True, text=True)
+    return {
+        "path": str(directory),
+        "commit": result.stdout.strip() or None,
+        "uncommitted_changes": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None,
+    }
+
+
 def to_markdown(payload: dict) -> str:
     """The table of medians and ratios."""
     machine, settings = payload["machine"], payload["settings"]
@@ -121,7 +139,8 @@ def to_markdown(payload: dict) -> str:
     return (
         f"# One training step at {settings['batch']} x {settings['length']} (CPU)\n\n"
         f"Machine: {machine['cpu']}, {machine['torch_threads']} threads, torch {machine['torch']}, transformers "
-        f"{machine['transformers']}, Python {machine['python']}, {machine['date']}.\n\n"
+        f"{machine['transformers']}, Python {machine['python']}, {machine['date']}; OMP_WAIT_POLICY "
+        f"{payload['omp_wait_policy'] or 'unset'}. hf_roformer at commit {payload['hf_roformer']['commit']}.\n\n"
         f"Sequence classification at the size of the shipped checkpoint ({payload['size']}), attention dropout "
         f"{payload['attention_dropout']}, float32, AdamW. Each model runs in its own fresh process per round "
         f"({settings['rounds']} rounds, the models alternating), {settings['steps']} steps per process on one random "
@@ -175,6 +194,8 @@ def main() -> None:
         "settings": {key: getattr(args, key) for key in ("batch", "length", "rounds", "steps", "threads")},
         "size": {key: checkpoint_size()[key] for key in SIZE_KEYS},
         "attention_dropout": args.attention_dropout,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "hf_roformer": code_version(),
         "runs": runs,
         "summary": summary,
     }
