@@ -406,8 +406,11 @@ class HfRoFormerResidualOutput(nn.Module):
         if self.training:  # dropout is the identity in evaluation: not dispatched at all there
             hidden_states = self.dropout(hidden_states)
         # The projection (or its dropout) is a fresh tensor that nothing keeps for the backward pass: the residual is
-        # added in place, one hidden-size tensor less allocated per block (unless the sum's dtype or shape differ).
-        if hidden_states.dtype == input_tensor.dtype and hidden_states.shape == input_tensor.shape:
+        # added in place, one hidden-size tensor less allocated per block. Not where the sum's dtype or shape differ,
+        # nor on a view that records gradients (the projection of 3D states without dropout), whose in-place update
+        # autograd would replay with copies in the backward pass.
+        in_place = hidden_states.dtype == input_tensor.dtype and hidden_states.shape == input_tensor.shape
+        if in_place and not (hidden_states.requires_grad and hidden_states._base is not None):
             return self.LayerNorm(hidden_states.add_(input_tensor))
         return self.LayerNorm(hidden_states + input_tensor)
 
