@@ -100,11 +100,13 @@ def run_probe(kind: str, args) -> dict:
 
 
 def code_version() -> dict:
-    """Which hf_roformer was measured: its directory and that checkout's commit (a benchmark of an older commit, run
-    with `PYTHONPATH=<that checkout>`, says so)."""
+    """Which hf_roformer was measured: its directory, that checkout's commit and whether the package's files differ
+    from it (a benchmark of an older commit, run with `PYTHONPATH=<that checkout>`, says so)."""
     directory = Path(hf_roformer.__file__).resolve().parent
     result = subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(directory), "status", "--porcelain"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(directory), "status", "--porcelain", "--", "."], capture_output=True, text=True
+    )
     return {
         "path": str(directory),
         "commit": result.stdout.strip() or None,
