@@ -24,6 +24,7 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 import math
 
 import torch
+from torch.autograd.function import once_differentiable
 
 
 # Scores held per block (batch x heads x query block x keys): 32 MB in float32; two such buffers live in the forward
@@ -153,8 +154,8 @@ class BlockwiseDropoutAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, attention_mask, scaling, dropout, is_causal, seed, block_size):
-        with torch.autocast("cpu", enabled=False):
+    def forward(query, key, value, attention_mask, scaling, dropout, is_causal, seed, block_size):
+        with torch.no_grad(), torch.autocast("cpu", enabled=False):  # no_grad: torch.func runs forward with grad on
             blocks = _Blocks(query, key, value, attention_mask, is_causal, scaling, block_size, buffers=2)
             batch, heads, num_queries, _ = query.shape
             # (batch, queries, heads, head_dim) in memory: the layout the caller's `transpose(1, 2)` reads for free
@@ -166,18 +167,24 @@ class BlockwiseDropoutAttention(torch.autograd.Function):
                 rows = torch.bmm(probabilities, blocks.value)
                 output[:, :, start:stop] = rows.view(batch, heads, stop - start, -1)
             output.mul_(keep_scale(dropout))
-        ctx.save_for_backward(query, key, value, output)
-        ctx.attention_mask = attention_mask
-        ctx.settings = (scaling, dropout, is_causal, seed, block_size)
         return output.to(query.dtype)
 
     @staticmethod
+    def setup_context(ctx, inputs, output):
+        # a separate step, so that torch.func transforms can differentiate through the function
+        query, key, value, attention_mask, scaling, dropout, is_causal, seed, block_size = inputs
+        ctx.save_for_backward(query, key, value, output)
+        ctx.attention_mask = attention_mask
+        ctx.settings = (scaling, dropout, is_causal, seed, block_size)
+
+    @staticmethod
+    @once_differentiable
     def backward(ctx, grad_output):
         query, key, value, output = ctx.saved_tensors
         scaling, dropout, is_causal, seed, block_size = ctx.settings
         with torch.autocast("cpu", enabled=False):
             blocks = _Blocks(query, key, value, ctx.attention_mask, is_causal, scaling, block_size, buffers=3)
-            grad_output = grad_output.to(blocks.dtype)
+            grad_output, output = grad_output.to(blocks.dtype), output.to(blocks.dtype)
             # rowsum(dO * O) = sum_j P_ij dP_ij, the softmax backward's correction, dropout included
             correction = (grad_output * output).sum(dim=-1, keepdim=True).reshape(-1, blocks.num_queries, 1)
             grad_output = (grad_output * keep_scale(dropout)).reshape(-1, blocks.num_queries, value.shape[-1])

@@ -496,13 +496,21 @@ class HfRoFormerLayer(GradientCheckpointingLayer):
         return self.output(activation(expanded), attention_output, recompute_input=lambda: activation.forward(expanded))
 
     def stores_activation_once(self, attention_output: torch.Tensor) -> bool:
-        """Whether this forward records a backward pass in which the activation would otherwise be stored twice."""
-        return (
+        """Whether this forward records a backward pass in which the activation would otherwise be stored twice (and
+        autograd does: not under `torch.func` transforms, whose tensors have no storage to recognize it by)."""
+        recorded = (
             torch.is_grad_enabled()
             and attention_output.requires_grad
             and not (self.gradient_checkpointing and self.training)
             and not torch.compiler.is_compiling()
         )
+        if not recorded:
+            return False
+        try:
+            attention_output.untyped_storage()
+        except (NotImplementedError, RuntimeError):  # a torch.func wrapper
+            return False
+        return True
 
 
 class HfRoFormerEncoder(nn.Module):

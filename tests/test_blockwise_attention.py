@@ -258,3 +258,21 @@ def test_mismatched_heads_are_refused():
         "`query`, `key` and `value` must share batch and heads, and keys and values their length, got shapes "
         "(2, 3, 37, 8), (2, 1, 37, 8) and (2, 1, 37, 8)."
     )
+
+
+def test_torch_func_grad_equals_autograd_with_attention_dropout(batch):
+    """`torch.func.grad` (per-sample gradients, differential privacy) differentiates through the blockwise attention
+    and the feed-forward block as autograd does."""
+    model = dropout_model().train()
+    parameters = {name: parameter.detach() for name, parameter in model.named_parameters()}
+
+    def loss(parameters):
+        labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+        return torch.func.functional_call(model, parameters, (), {**batch, "labels": labels}).loss
+
+    torch.manual_seed(11)
+    functional = torch.func.grad(loss)(parameters)
+    _, expected = gradients_after_seeding(model, batch)
+    assert expected.keys() <= functional.keys()
+    for name in expected:
+        torch.testing.assert_close(functional[name], expected[name], atol=1e-7, rtol=1e-6, msg=name)
