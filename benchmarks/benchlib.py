@@ -49,7 +49,8 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _resident_kib(field: str) -> int:
+def resident_kib(field: str) -> int:
+    """A memory field of /proc/self/status in KiB (VmRSS: resident now; VmHWM: the resident high-water mark)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
@@ -64,14 +65,14 @@ def reset_peak_memory(device: torch.device) -> int:
         torch.cuda.reset_peak_memory_stats(device)
         return torch.cuda.memory_allocated(device)
     Path("/proc/self/clear_refs").write_text("5")  # Linux: resets the resident-set high-water mark
-    return _resident_kib("VmRSS") * 1024
+    return resident_kib("VmRSS") * 1024
 
 
 def peak_memory(device: torch.device) -> int:
     """Peak bytes in use since the last `reset_peak_memory`."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
-    return _resident_kib("VmHWM") * 1024
+    return resident_kib("VmHWM") * 1024
 
 
 def time_call(function: Callable[[], object], device: torch.device, repeats: int, warmup: int) -> dict:

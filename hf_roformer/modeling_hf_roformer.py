@@ -8,6 +8,7 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 """
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -33,6 +34,7 @@ from transformers.utils.generic import can_return_tuple, merge_with_config_defau
 from transformers.utils.output_capturing import capture_outputs
 
 from .batch_plan_hf_roformer import BatchPlan, plan_batch
+from .blockwise_attention_hf_roformer import blockwise_attention_applies, blockwise_attention_forward
 from .configuration_hf_roformer import HfRoFormerConfig
 from .input_checks_hf_roformer import (
     check_embeds_dtype,
@@ -83,6 +85,13 @@ CROSS_ATTENTION_TP_PLAN = {
     "encoder.layer.*.crossattention.self.value": "colwise",
     "encoder.layer.*.crossattention.output.dense": "rowwise",
 }
+# In-place forms of `ACT2FN` activations (the same kernels, writing into their input), for inference.
+IN_PLACE_ACTIVATIONS = {
+    "gelu": torch.ops.aten.gelu_,
+    "relu": torch.relu_,
+    "silu": torch.ops.aten.silu_,
+    "swish": torch.ops.aten.silu_,
+}
 # Type hints of the inputs every forward takes.
 TokenIds = torch.LongTensor | None
 Floats = torch.Tensor | None
@@ -106,6 +115,22 @@ def eager_attention_forward(
     attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
     attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
     return attn_output, attn_weights
+
+
+class HfRoFormerDropout(nn.Dropout):
+    """`nn.Dropout` that keeps a one-byte mask for the backward pass on every device.
+
+    On CPU, `nn.Dropout` in training multiplies by a float mask of the input's size and keeps it for the backward pass
+    (4 bytes per element; CUDA takes the fused `native_dropout` with a boolean mask): at 32 x 1,024 tokens and hidden
+    256, 32 MB per dropout, two per layer. `torch.native_dropout` keeps the boolean mask everywhere; the identity in
+    evaluation, as `nn.Dropout`.
+    """
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Zero elements with probability `p` and scale the rest by 1 / (1 - p) in training; identity otherwise."""
+        if not self.training or self.p == 0.0:
+            return hidden_states
+        return torch.native_dropout(hidden_states, self.p, True)[0]
 
 
 class HfRoFormerRMSNorm(nn.Module):
@@ -140,7 +165,7 @@ class HfRoFormerEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
         self.LayerNorm = make_norm(config, config.embedding_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
         self.dropout_before_norm = config.dropout_before_embeddings_norm
 
     def forward(
@@ -219,13 +244,14 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights.
 
         `kwargs` reach the attention function unchanged, with the plan's own backend arguments (a variable-length
-        kernel's sequence boundaries)."""
-        heads = (*hidden_states.shape[:-1], -1, self.head_dim)
-        query = self.query(hidden_states).view(heads).transpose(1, 2)
-        key = self.key(hidden_states).view(heads).transpose(1, 2)
-        value = self.value(hidden_states).view(heads).transpose(1, 2)
+        kernel's sequence boundaries). In SDPA's place: its variable-length kernel over a packed row, and blockwise
+        attention when attention dropout on CPU would send SDPA to its math path (batch x heads x L x L probabilities
+        and dropout mask kept per layer)."""
+        query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
         rotation, cache = plan.rotation, self_attention_cache(past_key_values)
         if isinstance(rotation, PerQueryRotation) and rotation.key_cos is None:
+            heads = (*hidden_states.shape[:-1], -1, self.head_dim)
+            query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))
             output, weights = self._attend_with_keys_rotated_per_query(query, key, value, rotation, cache)
         else:
             query, key, value = self._rotate_and_cache(query, key, value, rotation, cache)
@@ -233,8 +259,11 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
                 self.config._attn_implementation, eager_attention_forward
             )
             attention_kwargs = {**plan.attention_kwargs, **kwargs}
-            if "cu_seq_lens_q" in attention_kwargs and self.config._attn_implementation == "sdpa":
-                attention_interface = varlen_attention_forward  # SDPA on a packed row: its variable-length kernel
+            if self.config._attn_implementation == "sdpa":
+                if "cu_seq_lens_q" in attention_kwargs:
+                    attention_interface = varlen_attention_forward  # a packed row: the variable-length kernel
+                elif blockwise_attention_applies(query, self.attention_dropout):
+                    attention_interface = blockwise_attention_forward
             output, weights = attention_interface(
                 self,
                 query,
@@ -248,20 +277,25 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
 
     def _rotate_and_cache(self, query, key, value, rotation, cache) -> tuple[torch.Tensor, ...]:
-        """Rotated queries, keys and values, the keys and values extended by the cache.
+        """The projections `(batch, seq, hidden)` as rotated heads `(batch, heads, seq, head_dim)`, the keys and values
+        extended by the cache.
 
-        Per-token rotations rotate before caching (the projections are fresh tensors nobody else reads: the kernel
-        may rotate them in place). Length-dependent rope in a decoder (`PerQueryRotation` with one frequency set)
-        caches keys and values unrotated and rotates them with the queries' frequencies."""
+        Per-token rotations rotate before caching, on the projections' own layout (they are fresh tensors nobody else
+        reads: inference may rotate them in place). Length-dependent rope in a decoder (`PerQueryRotation` with one
+        frequency set) caches keys and values unrotated and rotates them with the queries' frequencies."""
+        heads = (*query.shape[:-1], -1, self.head_dim)
         if isinstance(rotation, PerQueryRotation):
+            query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))
             if cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
             query = rotate_interleaved(query, rotation.cos, rotation.sin)
             if self.rotary_value:
                 value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
             return query, rotate_interleaved(key, rotation.key_cos, rotation.key_sin), value
-        rotated = rotation.rotate(query, key, *([value] if self.rotary_value else []), in_place=True)
-        query, key, value = rotated[0], rotated[1], rotated[2] if self.rotary_value else value
+        projections = (query, key, value) if self.rotary_value else (query, key)
+        rotated = rotation.rotate_projections(self.head_dim, *projections, in_place=True)
+        query, key = rotated[0], rotated[1]
+        value = rotated[2] if self.rotary_value else value.view(heads).transpose(1, 2)
         if cache is not None:
             key, value = cache.update(key, value, self.layer_idx)
         return query, key, value
@@ -369,6 +403,32 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
         return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
 
 
+@contextmanager
+def input_recomputed_in_backward(inputs: torch.Tensor, recompute: Callable[[], torch.Tensor]):
+    """Within the block (one projection), autograd stores `inputs` (contiguous), or a view of all of them, as nothing
+    and its backward pass gets them from `recompute()`; every other saved tensor is stored as usual (an outer
+    `saved_tensors_hooks`, such as `save_on_cpu`, does not see the tensors saved inside the block)."""
+    # The hooks live as long as the graph: they hold a description of `inputs`, not `inputs` (which they would keep)
+    marker, storage, count = object(), inputs.untyped_storage().data_ptr(), inputs.numel()
+    dtype, offset = inputs.dtype, inputs.storage_offset()
+
+    def pack(tensor: torch.Tensor):
+        if tensor.numel() == count and tensor.dtype == dtype and tensor.untyped_storage().data_ptr() == storage:
+            return marker, tensor.shape, tensor.stride(), tensor.storage_offset() - offset
+        return tensor
+
+    def unpack(packed):
+        if isinstance(packed, tuple) and packed[0] is marker:
+            return recompute().as_strided(*packed[1:])
+        return packed
+
+    if not inputs.is_contiguous():
+        yield
+        return
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        yield
+
+
 class HfRoFormerResidualOutput(nn.Module):
     """Projection back to the hidden size, dropout, residual connection and post-norm: the end of the attention block
     (`attention.output`) and of the feed-forward block (`output`)."""
@@ -377,13 +437,29 @@ class HfRoFormerResidualOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(input_size, config.hidden_size, bias=config.use_bias)
         self.LayerNorm = make_norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        """Project `hidden_states` and add them to the block input `input_tensor` before normalizing."""
-        hidden_states = self.dense(hidden_states)
+    def forward(
+        self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, recompute_input: Callable | None = None
+    ) -> torch.Tensor:
+        """Project `hidden_states` and add them to the block input `input_tensor` before normalizing.
+
+        `recompute_input()`, a function computing `hidden_states` again, lets the projection's backward pass get them
+        from it rather than from memory (see `input_recomputed_in_backward`)."""
+        if recompute_input is None:
+            hidden_states = self.dense(hidden_states)
+        else:
+            with input_recomputed_in_backward(hidden_states, recompute_input):
+                hidden_states = self.dense(hidden_states)
         if self.training:  # dropout is the identity in evaluation: not dispatched at all there
             hidden_states = self.dropout(hidden_states)
+        # The projection (or its dropout) is a fresh tensor that nothing keeps for the backward pass: the residual is
+        # added in place, one hidden-size tensor less allocated per block. Not where the sum's dtype or shape differ,
+        # nor on a view that records gradients (the projection of 3D states without dropout), whose in-place update
+        # autograd would replay with copies in the backward pass.
+        in_place = hidden_states.dtype == input_tensor.dtype and hidden_states.shape == input_tensor.shape
+        if in_place and not (hidden_states.requires_grad and hidden_states._base is not None):
+            return self.LayerNorm(hidden_states.add_(input_tensor))
         return self.LayerNorm(hidden_states + input_tensor)
 
 
@@ -408,10 +484,19 @@ class HfRoFormerIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.use_bias)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
+        self.hidden_act = config.hidden_act
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Expand and activate."""
-        return self.intermediate_act_fn(self.dense(hidden_states))
+        return self.activate(self.dense(hidden_states))
+
+    def activate(self, expanded: torch.Tensor) -> torch.Tensor:
+        """The activation of the expanded states; in place where no gradient is recorded and the activation has an
+        in-place form, so inference allocates no second intermediate-size tensor (the feed-forward block's peak)."""
+        in_place = IN_PLACE_ACTIVATIONS.get(self.hidden_act)
+        if in_place is None or torch.compiler.is_compiling() or (torch.is_grad_enabled() and expanded.requires_grad):
+            return self.intermediate_act_fn(expanded)
+        return in_place(expanded)
 
 
 class HfRoFormerLayer(GradientCheckpointingLayer):
@@ -447,8 +532,33 @@ class HfRoFormerLayer(GradientCheckpointingLayer):
         return self.feed_forward(hidden_states)
 
     def feed_forward(self, attention_output: torch.Tensor) -> torch.Tensor:
-        """Feed-forward block on (a chunk of) the attention output."""
-        return self.output(self.intermediate(attention_output), attention_output)
+        """Feed-forward block on (a chunk of) the attention output. In training the output projection gets the
+        activation recomputed in the backward pass from the activation's input (which the activation's backward keeps
+        anyway) instead of storing it a second time: a quarter of a layer's stored activations (128 MB per layer at
+        32 x 1,024 tokens), for one elementwise pass whose result is bitwise the same. Not under gradient
+        checkpointing (which stores neither) nor in compiled graphs (whose compiler plans what to store)."""
+        if not self.stores_activation_once(attention_output):
+            return self.output(self.intermediate(attention_output), attention_output)
+        activation = self.intermediate.intermediate_act_fn
+        expanded = self.intermediate.dense(attention_output)
+        return self.output(activation(expanded), attention_output, recompute_input=lambda: activation.forward(expanded))
+
+    def stores_activation_once(self, attention_output: torch.Tensor) -> bool:
+        """Whether this forward records a backward pass in which the activation would otherwise be stored twice (and
+        autograd does: not under `torch.func` transforms, whose tensors have no storage to recognize it by)."""
+        recorded = (
+            torch.is_grad_enabled()
+            and attention_output.requires_grad
+            and not (self.gradient_checkpointing and self.training)
+            and not torch.compiler.is_compiling()
+        )
+        if not recorded:
+            return False
+        try:
+            attention_output.untyped_storage()
+        except (NotImplementedError, RuntimeError):  # a torch.func wrapper
+            return False
+        return True
 
 
 class HfRoFormerEncoder(nn.Module):
@@ -974,7 +1084,7 @@ class HfRoFormerClassificationHead(nn.Module):
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
         self.activation = ACT2FN[config.hidden_act]
 
@@ -990,7 +1100,7 @@ class HfRoFormerMeanPoolingHead(nn.Module):
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -1095,7 +1205,7 @@ class HfRoFormerForTokenClassification(HfRoFormerTaskModel):
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

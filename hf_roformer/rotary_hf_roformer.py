@@ -173,17 +173,19 @@ class TokenRotation:
 
     It holds float32 cos/sin `(batch or 1, seq, d/2)` and, for the path this forward takes, their form ready to use:
     the fused kernel reads cos/sin as they are (CUDA with Triton); eager PyTorch multiplies by the complex rotation
-    e^(i m theta) `(batch or 1, 1, seq, d/2)`; compiled graphs use real cos/sin with a head axis (compilers generate no
-    code for complex math). Layers thus pay one fused operation per tensor and no per-layer setup.
+    e^(i m theta), `(batch or 1, seq, 1, d/2)` for projections `(batch, seq, heads, d/2)` and its `(batch or 1, 1, seq,
+    d/2)` view for heads; compiled graphs use real cos/sin with a head axis (compilers generate no code for complex
+    math). Layers thus pay one fused operation per tensor and no per-layer setup.
     """
 
     def __init__(self, cos: torch.Tensor, sin: torch.Tensor):
         self.cos, self.sin = cos, sin
         self.uses_kernel = kernel_applies(cos)
         self.compiling = torch.compiler.is_compiling()
-        self.complex = None
+        self.complex = self.complex_tokens = None
         if not self.uses_kernel and not self.compiling:
-            self.complex = torch.complex(cos, sin).unsqueeze(1)
+            self.complex_tokens = torch.complex(cos, sin).unsqueeze(2)
+            self.complex = self.complex_tokens.transpose(1, 2)
 
     def rotate(self, *tensors: torch.Tensor, in_place: bool = False) -> list[torch.Tensor]:
         """Rotate each `(batch, heads, seq, d)` tensor (queries, keys, values) by its tokens' angles; the kernel
@@ -200,6 +202,30 @@ class TokenRotation:
                 for x in tensors
             ]
         return [_rotate_complex(tensor, rotation) for tensor in tensors]
+
+    def rotate_projections(self, head_dim: int, *projections: torch.Tensor, in_place: bool = False) -> list:
+        """Split `(batch, seq, heads * head_dim)` projections into heads and rotate them: `(batch, heads, seq,
+        head_dim)` each, as `rotate` of the split heads gives.
+
+        On the eager float32 path (CPU) the complex product runs on the projections' own layout, with fewer operators
+        than splitting first, and in place when `in_place` and no gradient is recorded: no new tensor per rotation
+        (on CPU a fresh large tensor costs page faults), and the projection's memory is reused.
+        """
+        first = projections[0]
+        rotation = self.complex_tokens
+        if rotation is None or first.dtype != torch.float32 or rotation.shape[0] > first.shape[0]:
+            heads = [projection.unflatten(-1, (-1, head_dim)).transpose(1, 2) for projection in projections]
+            return self.rotate(*heads, in_place=in_place)
+        pairs = (*first.shape[:-1], -1, head_dim // 2, 2)
+        heads = (*first.shape[:-1], -1, head_dim)
+        if in_place and not (torch.is_grad_enabled() and any(projection.requires_grad for projection in projections)):
+            for projection in projections:
+                torch.view_as_complex(projection.view(pairs)).mul_(rotation)
+            return [projection.view(heads).transpose(1, 2) for projection in projections]
+        return [
+            torch.view_as_real(torch.view_as_complex(projection.view(pairs)) * rotation).view(heads).transpose(1, 2)
+            for projection in projections
+        ]
 
 
 def apply_rotary_pos_emb(

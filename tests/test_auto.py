@@ -20,6 +20,7 @@ HUB_FILES = {
     "rope_scaling_hf_roformer.py",
     "rotary_kernels_hf_roformer.py",
     "linear_attention_hf_roformer.py",
+    "blockwise_attention_hf_roformer.py",
 }
 
 
