@@ -15,6 +15,9 @@ $PYTHON -c "import torch, transformers, triton; print('torch', torch.__version__
 
 $PYTHON -m pytest -q -p no:cacheprovider -rs tests/test_rotary_kernel.py tests/test_padding_free.py tests/test_packing.py tests/test_host_syncs.py \
     tests/test_training.py tests/test_precision.py tests/test_linear_attention.py tests/test_attention.py || status=1
+# ZeRO-3 with the optimizer offloaded, on one GPU (needs DeepSpeed: pip install "hf_roformer[distributed]"; skipped
+# without it).
+$PYTHON -m pytest -q -p no:cacheprovider -rs tests/test_deepspeed.py -k "gpu" || status=1
 
 if [ "$1" = "--smoke" ]; then
     $PYTHON benchmarks/bench_speed_gpu.py --smoke || status=1

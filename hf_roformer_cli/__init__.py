@@ -66,6 +66,16 @@ def main(argv: list[str] | None = None) -> None:
         run(sys.argv[1:] if argv is None else argv)
     except (Exception, KeyboardInterrupt) as error:
         sys.exit(report_failure(error))
+    finally:
+        close_process_group()
+
+
+def close_process_group() -> None:
+    """Under torchrun, tear down the process group the Trainer opened before the process exits: left open, torch warns
+    at exit and gloo's threads can abort the interpreter ("terminate called without an active exception")."""
+    distributed = sys.modules.get("torch.distributed")  # not imported: no group (and `--help` stays fast)
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 __all__ = ["build_parser", "main", "run"]

@@ -317,6 +317,12 @@ def test_a_finished_marker_counts_only_while_its_outputs_are_whole(checkpoint, g
 # -- Ctrl-C ----------------------------------------------------------------------------------------------------------
 
 
+def default_ctrl_c() -> None:
+    """In the child: SIGINT raises KeyboardInterrupt, as at a terminal, also when pytest runs as a background job (whose
+    children inherit SIGINT ignored, and Python then installs no handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_says_where_it_stopped_and_the_rerun_resumes_exactly(checkpoint, glue, tmp_path):
     """SIGINT after the first checkpoint: one line saying where, exit 130; the same command then resumes and ends with
     the weights of the run done in one go."""
@@ -331,6 +337,7 @@ def test_ctrl_c_says_where_it_stopped_and_the_rerun_resumes_exactly(checkpoint, 
     process = subprocess.Popen(
         [sys.executable, "-m", "hf_roformer_cli", *command(interrupted)], cwd=tmp_path, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=default_ctrl_c,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300

@@ -8,6 +8,9 @@ import pytest
 from docs_pages import PAGES, ROOT, SKIP, code_blocks, run_page, runnable
 
 
+pytestmark = pytest.mark.user_path  # see setup.cfg
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
 def test_code_blocks_run_as_written(page):
     if not runnable(page):

@@ -12,7 +12,10 @@ from safetensors.torch import load_file
 import hf_roformer
 
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="multi-process gloo runs are exercised on Linux")
+pytestmark = [
+    pytest.mark.user_path,  # see setup.cfg
+    pytest.mark.skipif(sys.platform != "linux", reason="multi-process gloo runs are exercised on Linux"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,9 @@ from docs_pages import run_page, runnable
 from huggingface_hub import ModelCard
 
 
+pytestmark = pytest.mark.user_path  # see setup.cfg
+
+
 @pytest.fixture(scope="module")
 def fine_tuning():
     run = run_page("fine-tuning.md")

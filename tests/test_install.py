@@ -19,6 +19,9 @@ import transformers
 from hf_roformer.utils.extras import EXTRAS
 
 
+pytestmark = pytest.mark.user_path  # see setup.cfg
+
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "original_checkpoints" / "bert4keras-0.11.5"
 HELP_COMMANDS = [

@@ -333,6 +333,7 @@ def test_every_saved_config_names_its_own_architecture_and_every_auto_class(mode
         assert saved_config["auto_map"] == AUTO_MAP, path
 
 
+@pytest.mark.user_path  # see setup.cfg
 def test_the_serving_page_prints_what_it_says():
     """docs/serving.md's blocks run in the docs tests; here their printed results are checked against the page."""
     from docs_pages import run_page

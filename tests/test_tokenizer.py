@@ -415,12 +415,15 @@ def too_long_warnings(tokenizer) -> list[str]:
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append
     logger = logging.getLogger("transformers")
+    level = logger.level  # commands run in-process earlier may have quieted transformers' logging
     logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
     try:
         ids = tokenizer(LONG_DOCUMENT)["input_ids"]
         tokenizer([LONG_DOCUMENT, "好"])
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
     assert len(ids) > tokenizer.model_max_length
     return [record.getMessage() for record in records if "indexing errors" in record.getMessage()]
 

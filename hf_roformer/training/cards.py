@@ -167,7 +167,7 @@ def write_pretraining_card(output_dir: str | Path, model, tokenizer, corpus: str
         f"A masked language model pre-trained with `hf-roformer pretrain mlm`.\n\n| | |\n|---|---|\n{table}\n\n"
         f"## Held-out scores after each stage\n\n| stage | masked-token accuracy | MLM loss |\n|---|---|---|\n"
         f"{scores}\n\n## Use\n\n```python\nimport hf_roformer  # registers the model type with transformers\n"
-        f"from transformers import pipeline\n\nfill = pipeline(\"fill-mask\", model=\"{name}\")\n```\n"
+        f'from transformers import pipeline\n\nfill = pipeline("fill-mask", model="{name}")\n```\n'
     )
     card = ModelCard(text)
     path = Path(output_dir) / "README.md"

@@ -19,8 +19,6 @@ record of that epoch's metrics, and, with `load_best_model_at_end`, possibly ano
 import json
 import logging
 import os
-import struct
-import zipfile
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -28,6 +26,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy
 
 from ..utils.errors import RunInterrupted
 from .engine_checkpoints import engine_checkpoint_problem, holds_engine_state
+from .file_integrity import safetensors_problem, torch_file_problem
 
 
 logger = logging.getLogger(__name__)
@@ -35,33 +34,6 @@ logger = logging.getLogger(__name__)
 FINISHED = "finished.json"
 TRAINER_STATE = "trainer_state.json"
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "pytorch_model.bin")
-
-
-def safetensors_problem(path: Path) -> str | None:
-    """Why a safetensors file is not whole (its header must parse and its data end where the file ends), or None."""
-    try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            (header_size,) = struct.unpack("<Q", handle.read(8))
-            if header_size > size - 8:
-                return f"{path.name} is truncated"
-            header = json.loads(handle.read(header_size))
-    except (OSError, struct.error, ValueError) as error:
-        return f"{path.name} is unreadable ({error})"
-    ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
-    if 8 + header_size + max(ends, default=0) != size:
-        return f"{path.name} is truncated"
-    return None
-
-
-def torch_file_problem(path: Path) -> str | None:
-    """Why a `torch.save` file (a zip archive) is not whole, or None: a truncated archive has no central directory."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            archive.infolist()
-    except (OSError, zipfile.BadZipFile) as error:
-        return f"{path.name} is unreadable ({error})"
-    return None
 
 
 def weights_problem(directory: Path) -> str | None:

@@ -11,17 +11,12 @@ while saving lacks the metadata or the `latest` tag, or has a cut file.
 import os
 from pathlib import Path
 
+from .file_integrity import torch_file_problem
+
 
 FSDP_MODEL_NAME = "pytorch_model_fsdp"  # accelerate's name for the FSDP model state
 FSDP_OPTIMIZER_NAME = "optimizer"  # and for the optimizer state: `optimizer_0/` (sharded), `optimizer.bin` (full)
 DCP_METADATA = ".metadata"
-
-
-def torch_file_problem(path: Path) -> str | None:
-    """`checkpoints.torch_file_problem`, imported when called: that module imports this one."""
-    from .checkpoints import torch_file_problem as problem
-
-    return problem(path)
 
 
 def distributed_checkpoint_problem(directory: Path) -> str | None:

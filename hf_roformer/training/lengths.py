@@ -24,8 +24,6 @@ def check_sequence_length(tokenizer, max_seq_length: int, pairs: bool) -> None:
         )
 
 
-
-
 def record_trained_length(config, length: int) -> None:
     """Raise `config.max_position_embeddings` (the length the model has been trained at) to `length`, keeping its
     rotary frequencies: a rope type that takes the pre-training length from `max_position_embeddings` when

@@ -84,8 +84,10 @@ class Stage:
     def name(self) -> str:
         return f"len{self.max_length}"
 
+
 # Under HF_ROFORMER_SMOKE (the documentation's tests): steps per stage and training documents at most.
 SMOKE_STEPS, SMOKE_DOCUMENTS = 2, 200
+
 
 def parse_stages(text: str) -> list[Stage]:
     """`"128:32:1000,512:8:200"` -> stages; a malformed entry raises `ValueError` naming it."""
