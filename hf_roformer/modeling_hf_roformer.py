@@ -1139,8 +1139,14 @@ class HfRoFormerForSequenceClassification(HfRoFormerTaskModel):
         return self.classifier(sequence_output, attention_mask)
 
     def loss(self, logits, labels, **kwargs):
-        """The loss of the problem type (cross-entropy, binary cross-entropy or mean squared error)."""
-        return self.loss_function(labels, logits, self.config, **kwargs)
+        """The loss of the problem type (cross-entropy, binary cross-entropy or mean squared error). Given the Trainer's
+        `num_items_in_batch` (the labels across accumulated batches), each is a sum divided by it, as transformers'
+        cross-entropy is: a mean over one batch would count every accumulated batch in full (gradients x N)."""
+        loss = self.loss_function(labels, logits, self.config, **kwargs)
+        count = kwargs.get("num_items_in_batch")
+        if count is None or self.config.problem_type == "single_label_classification":
+            return loss  # transformers' cross-entropy divides by the count itself
+        return loss * labels.numel() / count
 
     def check_labels(self, labels, batch, length):
         """Regression (`num_labels=1`): one float per row; single-label: one class index per row; multi-label: one
@@ -1188,8 +1194,9 @@ class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
         return self.classifier(sequence_output[:, -1])
 
     def loss(self, logits, labels, **kwargs):
-        """Cross-entropy over the choices; `labels` is the correct choice's index."""
-        return nn.functional.cross_entropy(logits, labels.to(logits.device))
+        """Cross-entropy over the choices; `labels` is the correct choice's index (a sum over the Trainer's
+        `num_items_in_batch` questions when it passes them, as for the other heads)."""
+        return fixed_cross_entropy(logits, labels.to(logits.device), kwargs.get("num_items_in_batch"))
 
     def check_labels(self, labels, batch, num_choices):
         """The index of the correct choice of every question."""
