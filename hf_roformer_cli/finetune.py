@@ -113,7 +113,7 @@ def add_batching_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         *option("token_budget"), type=non_negative_int, metavar="TOKENS",
-        help="most padded tokens in one training pass; 0: whole batches (default: 8192)",
+        help="most padded tokens in one training pass; 0: whole batches (default: 4096)",
     )  # fmt: skip
     add_flag(group, "sort_evaluation", "evaluate and predict in length order (default: true)")
 

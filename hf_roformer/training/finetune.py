@@ -55,7 +55,7 @@ from .texts import tokenize
 logger = logging.getLogger(__name__)
 
 WEIGHTS_AND_TOKENIZER = ("config.json", "model.safetensors", "tokenizer_config.json")
-DEFAULT_TOKEN_BUDGET = 8192  # padded tokens per training pass: see `Batching`
+DEFAULT_TOKEN_BUDGET = 4096  # padded tokens per training pass, chosen by measurement: docs/long-documents.md
 # What the heads a checkpoint may bring besides the encoder are called in messages.
 HEAD_NAMES = {"cls": "masked-LM", "qa_outputs": "question-answering", "classifier": "classification"}
 
@@ -92,9 +92,9 @@ class ModelOptions:
 
 @dataclass(frozen=True)
 class Batching:
-    """How batches are laid out (`batching.py`): training batches above `token_budget` padded tokens run as passes
-    sorted by length (None: whole batches), and evaluation runs in length order (`sort_evaluation`). The default
-    budget was chosen by measurement on mixed-length data (docs/long-documents.md)."""
+    """How batches are laid out (`batching.py`): training batches run as passes by length of at most `token_budget`
+    padded tokens (None: whole batches), and evaluation runs in length order (`sort_evaluation`). The default budget
+    was chosen by measurement on mixed-length data (docs/long-documents.md)."""
 
     token_budget: int | None = DEFAULT_TOKEN_BUDGET
     sort_evaluation: bool = True
