@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from conftest import cli_failure
 from safetensors.torch import load_file
 from test_finetune import ASCII, make_glue
@@ -99,6 +100,9 @@ def test_help_describes_the_command_and_shows_true_defaults(capsys):
     for shown in ("passes over the training data (default: 3.0)", "(default: 512)", "(default: epoch)"):
         assert shown in " ".join(text.split()), shown
     assert 'pip install "hf_roformer[training]"' in text
+    from hf_roformer.training.finetune import DEFAULT_TOKEN_BUDGET
+
+    assert f"0: whole batches (default: {DEFAULT_TOKEN_BUDGET})" in " ".join(text.split())
 
 
 def test_options_take_underscores_and_dashes():
@@ -384,3 +388,23 @@ def test_tour_runs_end_to_end_and_its_claims_hold(capsys):
     assert "RoFormer encodes positions by rotating" in output.split("greedy generate:")[1]
     assert "by a process that cannot import hf_roformer, as transformers_modules." in output
     assert "same generation: True" in output
+
+
+def test_another_architecture_fine_tunes_and_gets_a_card(checkpoint, glue, tmp_path, capsys):
+    """The command fine-tunes any sequence-classification model the Auto classes load (here transformers' BERT with
+    the same tokenizer, as the long-documents benchmark's peer), and writes its card without hf_roformer's keys."""
+    bert = tmp_path / "bert"
+    config = transformers.BertConfig(
+        vocab_size=hf_roformer.HfRoFormerConfig.from_pretrained(checkpoint).vocab_size, hidden_size=32,
+        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+    )  # fmt: skip
+    transformers.BertForMaskedLM(config).save_pretrained(bert)
+    hf_roformer.HfRoFormerTokenizer.from_pretrained(checkpoint).save_pretrained(bert)
+    output = tmp_path / "out"
+    main(finetune(bert, glue, output, "--max_steps", "2"))
+    assert "fine-tuned" in capsys.readouterr().out
+    assert type(transformers.AutoModelForSequenceClassification.from_pretrained(output)).__name__ == (
+        "BertForSequenceClassification"
+    )
+    card = (output / "README.md").read_text()
+    assert "hf_roformer" not in card.split("---")[1]  # the metadata block names no hf_roformer tag

@@ -105,7 +105,8 @@ def write_fine_tuning_card(
     if from_scratch or hub_base_model(base) is None:
         card.data.base_model = None
     card.save(path)
-    add_card_metadata(output_dir, model.card_metadata(), output_dir.name)
+    if hasattr(model, "card_metadata"):  # hf_roformer's models; another model (a BERT peer) keeps the Trainer's keys
+        add_card_metadata(output_dir, model.card_metadata(), output_dir.name)
     return path
 
 
