@@ -131,6 +131,14 @@ def run(label: str, model: str, files: dict, length: int, work: Path, extra=(), 
     return row
 
 
+def commit_of(checkout: Path) -> str:
+    """The short commit id of a git checkout (with "+changes" when its tracked files differ from it)."""
+    git = ["git", "-C", str(checkout)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run([*git, "diff", "--quiet", "HEAD"]).returncode != 0
+    return commit.stdout.strip() + ("+changes" if changed else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="a checkout of earlier code: its 1,024 run is measured too")
@@ -160,7 +168,9 @@ def main() -> None:
             bert = str(bert_peer(work))
             for length in (128, 512):
                 rows.append(run(f"bert_sdpa-{length}", bert, files, length, work))
-    info = benchlib.machine_info(torch.device("cpu")) | {"threads": args.threads}
+    info = benchlib.machine_info(torch.device("cpu")) | {"threads": args.threads, "commit": commit_of(ROOT)}
+    if args.before is not None:
+        info["before_commit"] = commit_of(args.before)
     name = args.output or ("long_documents_sweep_cpu" if args.sweep else "long_documents_cpu")
     headers = ["run", "max_seq_length", "wall_s", "train_s", "peak_rss_gb", "test_accuracy", "steps", "extra"]
     table = benchlib.markdown_table(headers, [[row[key] for key in headers] for row in rows])
