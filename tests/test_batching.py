@@ -62,6 +62,17 @@ def trainer_for(tmp_path, dataset, token_budget, **arguments) -> LengthAwareTrai
     )  # fmt: skip
 
 
+def count_forwards(model) -> list[int]:
+    """A list that gets the padded width of every batch `model` runs, from now on."""
+    widths = []
+
+    def record(module, args, kwargs):
+        widths.append(kwargs["input_ids"].shape[1])
+
+    model.register_forward_pre_hook(record, with_kwargs=True)
+    return widths
+
+
 def accuracy_and_first_errors(prediction) -> dict:
     """Accuracy, and which examples of the first ten are wrong (a metric that notices a reordering)."""
     predicted = prediction.predictions.argmax(-1)
@@ -112,8 +123,7 @@ def test_training_within_a_token_budget_ends_with_the_whole_batches_weights(prob
             tmp_path / str(budget), dataset, budget, gradient_accumulation_steps=accumulation, optim="sgd",
             max_grad_norm=0,  # no clipping, which would hide a gradient of the wrong scale
         )
-        calls = []
-        trainer.model.register_forward_pre_hook(lambda module, args, kwargs: calls.append(1), with_kwargs=True)
+        calls = count_forwards(trainer.model)
         trainer.train()
         weights[budget] = {name: value.detach().clone() for name, value in trainer.model.named_parameters()}
         passes[budget] = len(calls)
@@ -132,7 +142,7 @@ def test_every_example_is_seen_once_per_epoch_under_the_token_budget(sampling, t
 
     def record(module, args, kwargs):
         mask = kwargs["attention_mask"].bool()
-        seen.extend(tuple(ids[keep].tolist()) for ids, keep in zip(kwargs["input_ids"], mask))
+        seen.extend(tuple(ids[keep].tolist()) for ids, keep in zip(kwargs["input_ids"], mask, strict=True))
 
     trainer.model.register_forward_pre_hook(record, with_kwargs=True)
     trainer.train()
@@ -148,10 +158,7 @@ def test_length_sorted_evaluation_gives_the_data_orders_metrics_and_predictions(
     for sort in (False, True):
         trainer = trainer_for(tmp_path / str(sort), dataset, None)
         trainer.sort_evaluation = sort
-        order = []
-        trainer.model.register_forward_pre_hook(
-            lambda module, args, kwargs: order.append(kwargs["input_ids"].shape[1]), with_kwargs=True
-        )
+        order = count_forwards(trainer.model)
         metrics = trainer.evaluate()
         widths = list(order)
         predicted = trainer.predict(dataset.remove_columns("example"))

@@ -7,6 +7,7 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_fsdp import corpus, pretrain_arguments  # noqa: F401 (a fixture)
 
 import hf_roformer_cli
 from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer
@@ -205,3 +206,18 @@ def test_bert_baseline_and_length_evaluation(tmp_path, documents):
     tokenizer = AutoTokenizer.from_pretrained(output)
     result = evaluate_mlm(model, tokenizer, documents[-200:], max_length=64, max_blocks=8)
     assert result["blocks"] == 8 and 0.0 <= result["accuracy"] <= 1.0 and result["loss"] > 0
+
+
+def test_continuing_past_the_trained_length_says_so_once_and_saves_the_new_length(corpus, tmp_path, capsys):  # noqa: F811
+    """A checkpoint trained at 32 tokens, pre-trained further in a stage of 64: one note at the start, and the saved
+    model records 64 as its trained length, its tokenizer truncating there."""
+    output = tmp_path / "out"
+    hf_roformer_cli.main(pretrain_arguments(corpus, output, "32:4:1,64:2:1"))
+    printed = capsys.readouterr().out
+    assert printed.count("note: ") == 1
+    assert (
+        "note: inputs up to 64 tokens: the checkpoint was trained at 32 tokens. RoPE has no position table, so the "
+        "model runs at any length, but distances past 32 are new to it; rope scaling maps them into the trained range"
+    ) in printed
+    assert json.loads((output / "config.json").read_text())["max_position_embeddings"] == 64
+    assert json.loads((output / "tokenizer_config.json").read_text())["model_max_length"] == 64

@@ -10,12 +10,12 @@ import random
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import datasets
 import pytest
 import torch
+from killing import KILLING_DRIVER
 from safetensors.torch import load_file
 from test_finetune import ASCII, make_glue
 from transformers import TrainingArguments
@@ -176,68 +176,6 @@ def test_a_finished_run_is_not_redone(dropout_checkpoint, uninterrupted, capsys)
 
 
 # Kill tests: the command runs in a child process that SIGKILLs itself at a chosen event, then runs again.
-
-KILLING_DRIVER = textwrap.dedent(
-    """
-    # Runs `hf-roformer ARGS...` and SIGKILLs itself at the event KILL_AT names (test harness only):
-    #   step:N                  before optimizer step N of the current Trainer
-    #   write:RELPATH:before    when the file RELPATH (under KILL_ROOT) is about to be written
-    #   write:RELPATH:truncate  after it is written, cut to half its size (a crash in the middle of writing it)
-    import os, signal, sys
-    import torch
-    import transformers
-    import transformers.modeling_utils
-
-    ROOT = os.path.realpath(os.environ["KILL_ROOT"])
-    KIND, _, REST = os.environ["KILL_AT"].partition(":")
-    TARGET, _, MODE = REST.rpartition(":") if KIND == "write" else (REST, None, None)
-    pending = []
-
-    def die(path=None):
-        if path is not None:
-            os.truncate(path, os.path.getsize(path) // 2)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    def matches(path):
-        return KIND == "write" and os.path.relpath(os.path.realpath(path), ROOT) == TARGET
-
-    def wrap_writer(original):
-        def write(obj, path, *args, **kwargs):
-            hit = isinstance(path, (str, os.PathLike)) and matches(path)
-            if hit and MODE == "before":
-                die()
-            result = original(obj, path, *args, **kwargs)
-            if hit:
-                die(path)
-            return result
-        return write
-
-    torch.save = wrap_writer(torch.save)
-    transformers.modeling_utils.safe_save_file = wrap_writer(transformers.modeling_utils.safe_save_file)
-
-    def audit(event, args):
-        if pending:
-            die(pending.pop())
-        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)) and args[1] and "w" in str(args[1]):
-            if matches(os.fsdecode(args[0])):
-                if MODE == "before":
-                    die()
-                pending.append(os.fsdecode(args[0]))
-
-    sys.addaudithook(audit)
-
-    step = transformers.Trainer.training_step
-    def training_step(self, *args, **kwargs):
-        if KIND == "step" and self.state.global_step + 1 == int(TARGET):
-            die()
-        return step(self, *args, **kwargs)
-    transformers.Trainer.training_step = training_step
-
-    import hf_roformer_cli
-    hf_roformer_cli.main(sys.argv[1:])
-    """
-)
-
 
 def run_command(arguments: list[str], cwd: Path, kill_at: str | None = None, kill_root: Path | None = None):
     """Run `hf-roformer ARGUMENTS` in a fresh interpreter (this checkout's code), optionally killed at `kill_at`."""

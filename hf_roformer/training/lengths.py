@@ -39,16 +39,23 @@ def record_trained_length(config, length: int) -> None:
     config.max_position_embeddings = length
 
 
-def beyond_trained_length_note(config, max_length: int, longer_texts: int, texts: int) -> str | None:
+def beyond_trained_length_note(
+    config, max_length: int, longer_texts: int | None = None, texts: int | None = None
+) -> str | None:
     """What to tell, once, at the start of a run whose inputs reach past the length the checkpoint was trained at (None
     when they do not): RoPE runs at any length, but distances past the trained length are new to the model; rope
-    scaling maps them back into the trained range."""
+    scaling maps them back into the trained range. `longer_texts` of `texts` reach past it (None: blocks packed to
+    `max_length`, as in pre-training)."""
     trained = getattr(config, "max_position_embeddings", None)
     if trained is None or max_length <= trained or longer_texts == 0:
         return None
     parameters = getattr(config, "rope_parameters", None) or {}
     rope_type = parameters.get("rope_type", "default")
-    reach = f"{longer_texts:,} of {texts:,} texts are longer than the {trained:,} tokens the checkpoint was trained at"
+    if longer_texts is None:
+        reach = f"the checkpoint was trained at {trained:,} tokens"
+    else:
+        reach = f"{longer_texts:,} of {texts:,} texts are longer than the {trained:,} tokens the checkpoint was "
+        reach += "trained at"
     if rope_type != "default":
         factor = parameters.get("factor")
         return f"inputs up to {max_length:,} tokens: {reach}; rope scaling `{rope_type}` (factor {factor}) applies"

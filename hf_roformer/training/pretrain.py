@@ -52,7 +52,7 @@ from .distributed import (
     start_deepspeed_communication,
     trained_model,
 )
-from .lengths import record_trained_length, set_model_max_length
+from .lengths import beyond_trained_length_note, record_trained_length, set_model_max_length
 from .packing import encode_documents, pack_documents
 from .progress import show_progress_as_lines
 from .runs import RunStart, prepare_run_directory, write_run_record
@@ -309,6 +309,10 @@ def run_pretraining(
         logger.info("stages: " + "; ".join(
             f"{stage.steps:,} steps of {stage.batch_size} x {stage.max_length} tokens" for stage in stages
         ))  # fmt: skip
+        if model_source is not None:  # a checkpoint continued past the length it was trained at
+            note = beyond_trained_length_note(model.config, max(stage.max_length for stage in stages))
+            if note:
+                logger.info(f"note: {note}")
     metrics: dict[str, float] = {}
     history: list[dict] = []
     for index, stage in enumerate(stages):
