@@ -1,5 +1,6 @@
 """Shared fixtures: tiny configurations and inputs, so every test builds its models in milliseconds."""
 
+import contextlib
 import math
 import os
 import sys
@@ -139,3 +140,15 @@ def cli_failure(capsys, argv: list[str], status: int = 1) -> str:
         hf_roformer_cli.main(argv)
     assert stopped.value.code == status, capsys.readouterr()
     return capsys.readouterr().err
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run in this process on one thread, as the child processes the tests launch do (`OMP_NUM_THREADS=1`): the
+    references they are compared with make the same sums."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

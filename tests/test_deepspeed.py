@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from conftest import one_thread
 from distributed_launch import CONFIGS, failure, run, torchrun_command
 from safetensors.torch import load_file
 from test_finetune import tiny_checkpoint  # noqa: F401 (a fixture)
@@ -19,7 +20,6 @@ from test_fsdp import (  # noqa: F401 (fixtures)
     glue,
     logged_losses,
     one_process,
-    one_thread,
     pretrain_arguments,
 )
 

@@ -119,7 +119,7 @@ def test_long_documents_page_as_documented():
         "note: inputs up to 1,024 tokens: 1 of 18 texts are longer than the 512 tokens the checkpoint was trained at."
         in printed
     )
-    assert "batching: training batches split by length into passes of at most 4,096 tokens" in printed
+    assert "batching: training batches run in length-sorted passes of at most 4,096 padded tokens" in printed
     output = run.directory / "long-roformer"
     assert json.loads((output / "config.json").read_text())["max_position_embeddings"] == 1024
     assert json.loads((output / "tokenizer_config.json").read_text())["model_max_length"] == 1024

@@ -4,13 +4,13 @@ shipped config. Each run ends with the weights of the 1-process run with the sam
 checkpoints, resumes exactly after SIGKILL, and writes an ordinary safetensors model that loads in one process. Every
 head shards with its tied weights in one group."""
 
-import contextlib
 import json
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import one_thread
 from distributed_launch import CONFIGS, accelerate_command, failure, run, run_killed, torchrun_command
 from safetensors.torch import load_file
 from test_finetune import make_glue, tiny_checkpoint  # noqa: F401 (a fixture)
@@ -26,17 +26,6 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="multi-process g
 
 TOLERANCE = 1e-5  # 2 processes against 1: the same sums in another order
 SHARDED = '{"state_dict_type": "SHARDED_STATE_DICT"}'
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Run in this process on one thread, as the launched processes do (`OMP_NUM_THREADS=1`)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def assert_same_weights(actual_dir: Path, expected_dir: Path, tolerance: float):

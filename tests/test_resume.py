@@ -2,7 +2,6 @@
 epoch boundary with per-epoch evaluation) and started again with the same command end with the weights and metrics
 of an uninterrupted run, a finished run is not redone, and pre-training evaluation uses every block."""
 
-import contextlib
 import json
 import math
 import os
@@ -15,6 +14,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
+from conftest import one_thread
 from killing import KILLING_DRIVER
 from safetensors.torch import load_file
 from test_finetune import ASCII, make_glue
@@ -83,17 +83,6 @@ def assert_same_weights(actual_dir: Path, expected_dir: Path, tolerance: float =
     assert expected.keys() == actual.keys()
     for name in expected:
         torch.testing.assert_close(actual[name], expected[name], atol=tolerance, rtol=0, msg=name)
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Run in this process on one thread, as the child processes do (`OMP_NUM_THREADS=1`)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

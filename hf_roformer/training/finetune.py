@@ -102,7 +102,8 @@ class Batching:
     def describe(self) -> str:
         """The run summary's line."""
         training = (
-            f"training batches split by length into passes of at most {self.token_budget:,} tokens (--token_budget)"
+            f"training batches run in length-sorted passes of at most {self.token_budget:,} padded tokens "
+            "(--token_budget)"
             if self.token_budget
             else "whole training batches (--token_budget 0)"
         )
