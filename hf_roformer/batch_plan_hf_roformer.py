@@ -24,9 +24,10 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 from dataclasses import dataclass, field
 
 import torch
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.masking_utils import create_bidirectional_mask
 
 from .padding_free_hf_roformer import UnpaddedBatch, unpad_batch, varlen_kernel_applies
+from .releases_hf_roformer import causal_mask
 from .rotary_hf_roformer import PerQueryRotation, TokenRotation
 
 
@@ -78,7 +79,7 @@ class ForwardInputs:
     attention_mask: torch.Tensor | None
     position_ids: torch.Tensor
     token_type_ids: torch.Tensor | None
-    past_key_values: object
+    cache: object
     past_length: int
     encoder_hidden_states: torch.Tensor | None
     encoder_attention_mask: torch.Tensor | None
@@ -105,7 +106,7 @@ def plan_batch(
     attention_mask: torch.Tensor | None = None,
     position_ids: torch.Tensor | None = None,
     token_type_ids: torch.Tensor | None = None,
-    past_key_values=None,
+    cache=None,
     encoder_hidden_states: torch.Tensor | None = None,
     encoder_attention_mask: torch.Tensor | None = None,
     read_positions: tuple[int, ...] | str | None = None,
@@ -123,7 +124,7 @@ def plan_batch(
     the padded result.
     """
     attention_kwargs = {} if attention_kwargs is None else attention_kwargs
-    past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+    past_length = cache.get_seq_length() if cache is not None else 0
     if position_ids is None:
         seq_length = hidden_states.shape[1]
         position_ids = torch.arange(past_length, past_length + seq_length, device=hidden_states.device)[None]
@@ -134,7 +135,7 @@ def plan_batch(
         attention_mask=attention_mask,
         position_ids=position_ids,
         token_type_ids=token_type_ids,
-        past_key_values=past_key_values,
+        cache=cache,
         past_length=past_length,
         encoder_hidden_states=encoder_hidden_states,
         encoder_attention_mask=encoder_attention_mask,
@@ -191,7 +192,7 @@ def _may_unpad(inputs: ForwardInputs) -> bool:
     if config.padding_free == "never" or mask is None or mask.dim() != 2:
         return False
     if (
-        inputs.past_key_values is not None
+        inputs.cache is not None
         or inputs.encoder_hidden_states is not None
         or config.unilm
         or config.attention_type == "linear"
@@ -267,7 +268,7 @@ def _check_packed_rows(inputs: ForwardInputs, boundaries: dict) -> None:
         raise ValueError("Pass `cu_seq_lens_q` and `cu_seq_lens_k` together (self-attention: equal tensors).")
     conflicts = {
         "an attention_mask": inputs.attention_mask is not None,
-        "a key/value cache": inputs.past_key_values is not None,
+        "a key/value cache": inputs.cache is not None,
         "encoder_hidden_states": inputs.encoder_hidden_states is not None,
         "a UniLM mask (config.unilm)": inputs.config.unilm,
         "linear attention": inputs.config.attention_type == "linear",
@@ -300,14 +301,7 @@ def _same_sequence_mask(inputs: ForwardInputs, tokens: int, sequence_ids: torch.
 
     row = inputs.hidden_states.new_empty(1, tokens, 0)
     if inputs.config.is_decoder:
-        return create_causal_mask(
-            config=inputs.config,
-            inputs_embeds=row,
-            attention_mask=None,
-            past_key_values=None,
-            position_ids=None,
-            and_mask_function=same_sequence,
-        )
+        return causal_mask(inputs.config, row, None, None, position_ids=None, and_mask_function=same_sequence)
     return create_bidirectional_mask(
         config=inputs.config, inputs_embeds=row, attention_mask=None, and_mask_function=same_sequence
     )
@@ -331,7 +325,7 @@ def _padded_attention_mask(inputs: ForwardInputs):
     mask on a forward without cache; decoding steps after it append target tokens, which see everything before them.
     Positions are never passed to transformers' mask builders, which would take restarting positions for packing.
     """
-    config, states, mask, cache = inputs.config, inputs.hidden_states, inputs.attention_mask, inputs.past_key_values
+    config, states, mask, cache = inputs.config, inputs.hidden_states, inputs.attention_mask, inputs.cache
     if config.attention_type == "linear":
         return None if mask is None else mask[:, -states.shape[1] :]
     if config.unilm:
@@ -348,18 +342,9 @@ def _padded_attention_mask(inputs: ForwardInputs):
                 and_mask_function=unilm_mask_function(token_type_ids),
                 allow_is_bidirectional_skip=False,
             )
-        return create_causal_mask(
-            config=config,
-            inputs_embeds=states,
-            attention_mask=mask,
-            past_key_values=cache,
-            position_ids=None,
-            allow_is_causal_skip=False,
-        )
+        return causal_mask(config, states, mask, cache, position_ids=None, allow_is_causal_skip=False)
     if config.is_decoder:
-        return create_causal_mask(
-            config=config, inputs_embeds=states, attention_mask=mask, past_key_values=cache, position_ids=None
-        )
+        return causal_mask(config, states, mask, cache, position_ids=None)
     return create_bidirectional_mask(config=config, inputs_embeds=states, attention_mask=mask)
 
 

@@ -26,6 +26,8 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
+from .releases_hf_roformer import softmax_into
+
 
 # Scores held per block (batch x heads x query block x keys): 32 MB in float32; two such buffers live in the forward
 # pass, three in the backward pass. Fewer, larger blocks mean fewer operator calls, each a parallel region whose
@@ -131,7 +133,7 @@ class _Blocks:
             query_index = torch.arange(start, stop, device=scores.device)[:, None]
             key_index = torch.arange(self.num_keys, device=scores.device)[None, :]
             scores.masked_fill_(key_index > query_index, float("-inf"))
-        probabilities = torch.ops.aten._softmax.out(scores, -1, False, out=self.buffer(1, start, stop))
+        probabilities = softmax_into(scores, out=self.buffer(1, start, stop))
         if self.keyless_rows is not None:
             keyless = self.keyless_rows
             keyless = keyless if keyless.shape[-2] == 1 else keyless[..., start:stop, :]

@@ -26,6 +26,7 @@ from transformers.modeling_rope_utils import RopeParameters
 
 from .linear_attention_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS, check_linear_attention_rope
 from .padding_free_hf_roformer import PADDING_FREE_MODES
+from .releases_hf_roformer import CACHE_FIELD, decode_special_floats
 from .rope_scaling_hf_roformer import (
     MAX_LENGTH,
     MAX_LENGTH_TEXT,
@@ -342,7 +343,8 @@ class HfRoFormerConfig(PreTrainedConfig):
     model_type = "hf_roformer"
     # Saving copies this file next to the checkpoint and records it under `auto_map`.
     _auto_class = "AutoConfig"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    # The output the Trainer leaves out of evaluation logits: the cache (its field's name differs between releases).
+    keys_to_ignore_at_inference = [CACHE_FIELD]
     # Tensor parallelism (`from_pretrained(..., distributed_config=DistributedConfig(tp_size=N))`; vLLM reads the same
     # plan): each rank holds some of the attention heads and a slice of the feed-forward width. Query, key, value and
     # the feed-forward expansion are split by output features ("colwise"); the two projections back to the hidden
@@ -519,7 +521,7 @@ class HfRoFormerConfig(PreTrainedConfig):
                 f"{json_file} must hold a JSON object of configuration fields, got {shown(config_dict)} "
                 f"({type(config_dict).__name__})."
             )
-        return cls._decode_special_floats(config_dict)
+        return decode_special_floats(cls, config_dict)
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs) -> tuple[dict, dict]:

@@ -15,7 +15,6 @@ Hub-bound: copied next to saved tokenizers; imports only the standard library, `
 (optionally) `jieba` or `rjieba`.
 """
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from operator import sub
 from tokenizers import Encoding, Tokenizer
 from tokenizers.models import WordLevel
 
+from .releases_hf_roformer import encoding_from_state, encoding_state_fields
 from .text_rules_hf_roformer import basic_split, normalize_with_alignment
 
 
@@ -113,7 +113,7 @@ _TUPLES_AS_LISTS = str.maketrans("()", "[]")
 def check_encoding_state_format() -> None:
     """`tokenizers` has no constructor for an `Encoding` with given contents; its pickle state (the JSON of the
     Rust struct) is one. Raise a `RuntimeError` naming the fields if this version of `tokenizers` stores others."""
-    fields = tuple(json.loads(Encoding().__getstate__()))
+    fields = encoding_state_fields()
     if fields != ENCODING_STATE_FIELDS:
         raise RuntimeError(
             f"tokenizers stores an Encoding as the fields {fields}, not {ENCODING_STATE_FIELDS}: this version of "
@@ -133,9 +133,7 @@ def encoding_from_tokens(lists: TokenLists, type_id: int = 0) -> Encoding:
         f'"offsets":{offsets},"special_tokens_mask":{zeros},"attention_mask":{ones},'
         '"overflowing":[],"sequence_ranges":{}}'
     )
-    encoding = Encoding()
-    encoding.__setstate__(state.encode())
-    return encoding
+    return encoding_from_state(state)
 
 
 class AddedTokenSplitter:

@@ -11,6 +11,8 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 
 import torch
 
+from .releases_hf_roformer import assert_on_device
+
 
 IGNORE_INDEX = -100  # labels transformers' losses skip
 
@@ -32,7 +34,7 @@ def check_ids_in_range(ids: torch.Tensor, size: int, name: str, size_name: str) 
         "that the tokenizer (or segment ids) match the model."
     )
     if not reads_values_on_host(ids):
-        torch._assert_async(((ids >= 0) & (ids < size)).all(), message.format(value="a value"))
+        assert_on_device(((ids >= 0) & (ids < size)).all(), message.format(value="a value"))
         return
     low, high = (int(value) for value in torch.aminmax(ids))
     if low < 0 or high >= size:

@@ -53,6 +53,13 @@ from .linear_attention_hf_roformer import (
 )
 from .model_card_hf_roformer import MODEL_TAGS, add_card_metadata, card_metadata
 from .padding_free_hf_roformer import varlen_attention_forward
+from .releases_hf_roformer import (
+    CACHE_FIELD,
+    accepts_either_cache_name,
+    cache_output,
+    is_view_of_another_tensor,
+    output_cache,
+)
 from .rope_scaling_hf_roformer import rope_attention_factor
 from .rotary_hf_roformer import (
     HfRoFormerRotaryEmbedding,
@@ -189,11 +196,11 @@ class HfRoFormerEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
-def self_attention_cache(past_key_values: Cache | None) -> Cache | None:
+def self_attention_cache(cache: Cache | None) -> Cache | None:
     """The cache self-attention writes to (the self-attention half of an encoder-decoder cache)."""
-    if isinstance(past_key_values, EncoderDecoderCache):
-        return past_key_values.self_attention_cache
-    return past_key_values
+    if isinstance(cache, EncoderDecoderCache):
+        return cache.self_attention_cache
+    return cache
 
 
 class HfRoFormerAttentionBase(nn.Module):
@@ -239,7 +246,7 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         self.rotary_value = config.rotary_value
 
     def forward(
-        self, hidden_states: torch.Tensor, plan: BatchPlan, past_key_values: Cache | None = None, **kwargs
+        self, hidden_states: torch.Tensor, plan: BatchPlan, cache: Cache | None = None, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights.
 
@@ -248,7 +255,7 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         attention when attention dropout on CPU would send SDPA to its math path (batch x heads x L x L probabilities
         and dropout mask kept per layer)."""
         query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
-        rotation, cache = plan.rotation, self_attention_cache(past_key_values)
+        rotation, cache = plan.rotation, self_attention_cache(cache)
         if isinstance(rotation, PerQueryRotation) and rotation.key_cos is None:
             heads = (*hidden_states.shape[:-1], -1, self.head_dim)
             query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))
@@ -331,7 +338,7 @@ class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
         self.rotary_value = config.rotary_value
 
     def forward(
-        self, hidden_states: torch.Tensor, plan: BatchPlan, past_key_values: Cache | None = None, **kwargs
+        self, hidden_states: torch.Tensor, plan: BatchPlan, cache: Cache | None = None, **kwargs
     ) -> tuple[torch.Tensor, None]:
         """Attend with eq. 19; the plan's mask is the 2D padding mask of the current tokens (1 = real)."""
         query = self.split_heads(self.query, hidden_states)
@@ -352,7 +359,7 @@ class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
         if not self.is_causal:
             output = bidirectional_linear_attention(features, value, eps)
         else:
-            cache = self_attention_cache(past_key_values)
+            cache = self_attention_cache(cache)
             state = cache.get_state(self.layer_idx) if cache is not None else None
             output, state = causal_linear_attention(features, value, eps, self.config.linear_chunk_size, state)
             if cache is not None:
@@ -372,21 +379,21 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
         hidden_states: torch.Tensor,
         plan: BatchPlan,
         encoder_hidden_states: torch.Tensor,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from the decoder states to the encoder states, projecting the latter once per generation."""
         query = self.split_heads(self.query, hidden_states)
-        is_updated = past_key_values is not None and past_key_values.is_updated.get(self.layer_idx, False)
+        is_updated = cache is not None and cache.is_updated.get(self.layer_idx, False)
         if is_updated:
-            layer_cache = past_key_values.cross_attention_cache.layers[self.layer_idx]
+            layer_cache = cache.cross_attention_cache.layers[self.layer_idx]
             key, value = layer_cache.keys, layer_cache.values
         else:
             key = self.split_heads(self.key, encoder_hidden_states)
             value = self.split_heads(self.value, encoder_hidden_states)
-            if past_key_values is not None:
-                key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
-                past_key_values.is_updated[self.layer_idx] = True
+            if cache is not None:
+                key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+                cache.is_updated[self.layer_idx] = True
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -458,7 +465,7 @@ class HfRoFormerResidualOutput(nn.Module):
         # nor on a view that records gradients (the projection of 3D states without dropout), whose in-place update
         # autograd would replay with copies in the backward pass.
         in_place = hidden_states.dtype == input_tensor.dtype and hidden_states.shape == input_tensor.shape
-        if in_place and not (hidden_states.requires_grad and hidden_states._base is not None):
+        if in_place and not (hidden_states.requires_grad and is_view_of_another_tensor(hidden_states)):
             return self.LayerNorm(hidden_states.add_(input_tensor))
         return self.LayerNorm(hidden_states + input_tensor)
 
@@ -517,14 +524,14 @@ class HfRoFormerLayer(GradientCheckpointingLayer):
         hidden_states: torch.Tensor,
         plan: BatchPlan,
         encoder_hidden_states: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> torch.Tensor:
         """Transform `hidden_states` in the layout, with the masks and rotations, of the forward's `plan`."""
-        hidden_states = self.attention(hidden_states, plan, past_key_values=past_key_values, **kwargs)
+        hidden_states = self.attention(hidden_states, plan, cache=cache, **kwargs)
         if encoder_hidden_states is not None:
             hidden_states = self.crossattention(
-                hidden_states, plan, encoder_hidden_states, past_key_values=past_key_values, **kwargs
+                hidden_states, plan, encoder_hidden_states, cache=cache, **kwargs
             )
         if self.chunk_size_feed_forward > 0:  # memory only: the same result, computed in chunks of tokens
             chunks = hidden_states.split(self.chunk_size_feed_forward, dim=1)  # any length (the last chunk is shorter)
@@ -771,33 +778,35 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         """Replace the token embedding matrix (e.g. after resizing the vocabulary)."""
         self.embeddings.word_embeddings = value
 
+    @accepts_either_cache_name
     @merge_with_config_defaults
     @capture_outputs
     def forward(
         self, input_ids: TokenIds = None, attention_mask: Floats = None, token_type_ids: TokenIds = None,
         position_ids: TokenIds = None, inputs_embeds: Floats = None, encoder_hidden_states: Floats = None,
-        encoder_attention_mask: Floats = None, past_key_values: Cache | None = None, use_cache: bool | None = None,
+        encoder_attention_mask: Floats = None, cache: Cache | None = None, use_cache: bool | None = None,
         read_positions: tuple[int, ...] | str | None = None, **kwargs,
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
         """Encode a batch: `(batch, seq_len)` ids (or `inputs_embeds`), padding `attention_mask` (1 = real token;
         `(batch, past + seq_len)` with a cache), segment `token_type_ids`, and `position_ids` `(batch or 1, seq_len)`,
         the angles of the rotations (default: `arange` after the cached length; any integers, RoPE has no table).
 
-        Decoders take `past_key_values`/`use_cache` and, with cross-attention, `encoder_hidden_states` and their
-        `encoder_attention_mask`. `kwargs` may declare packed rows (`cu_seq_lens_q/k` + `max_length_q/k`, or
-        `seq_idx`, as `DataCollatorWithFlattening` passes them) and carry attention-backend arguments. Heads pass
-        `read_positions`, the output positions they read besides real tokens (`(0,)`, `(-1,)`: one per row, which may
-        be padding; "all"), so that padding-free layouts keep their results exact.
+        Decoders take `cache` (also accepted as `past_key_values`, its name before transformers 5.24)/`use_cache` and,
+        with cross-attention, `encoder_hidden_states` and their `encoder_attention_mask`. `kwargs` may declare packed
+        rows (`cu_seq_lens_q/k` + `max_length_q/k`, or `seq_idx`, as `DataCollatorWithFlattening` passes them) and
+        carry attention-backend arguments. Heads pass `read_positions`, the output positions they read besides real
+        tokens (`(0,)`, `(-1,)`: one per row, which may be padding; "all"), so that padding-free layouts keep their
+        results exact.
         """
         check_model_inputs(
             self.config, input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
             position_ids=position_ids, inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
             encoder_attention_mask=encoder_attention_mask,
-            past_length=past_key_values.get_seq_length() if past_key_values is not None else 0,
+            past_length=cache.get_seq_length() if cache is not None else 0,
         )
         use_cache = bool(use_cache) and self.config.is_decoder
         if use_cache:
-            past_key_values = self._prepare_cache(past_key_values, encoder_hidden_states)
+            cache = self._prepare_cache(cache, encoder_hidden_states)
         hidden_states = self.embeddings(input_ids, token_type_ids, inputs_embeds)
         if hasattr(self, "embeddings_project"):
             hidden_states = self.embeddings_project(hidden_states)
@@ -805,51 +814,52 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             read_positions = "all" if read_positions == "all" else (0, *(read_positions or ()))
         plan = plan_batch(
             self.config, hidden_states, self.rotary_emb, attention_mask=attention_mask, position_ids=position_ids,
-            token_type_ids=token_type_ids, past_key_values=past_key_values, encoder_hidden_states=encoder_hidden_states,
+            token_type_ids=token_type_ids, cache=cache, encoder_hidden_states=encoder_hidden_states,
             encoder_attention_mask=encoder_attention_mask, read_positions=read_positions, training=self.training,
             attention_kwargs=kwargs,
         )
         hidden_states = self.encoder(
-            plan.pack(hidden_states), plan, encoder_hidden_states, past_key_values=past_key_values, **plan.layer_kwargs
+            plan.pack(hidden_states), plan, encoder_hidden_states, cache=cache, **plan.layer_kwargs
         )
         sequence_output = plan.unpack(hidden_states)
         if use_cache and self.config.attention_type == "linear":
-            self_attention_cache(past_key_values).seen_tokens += sequence_output.shape[1]
+            self_attention_cache(cache).seen_tokens += sequence_output.shape[1]
         return BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=sequence_output,
             pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
-            past_key_values=past_key_values if use_cache else None,
+            **cache_output(cache if use_cache else None),
         )
 
-    def _prepare_cache(self, past_key_values: Cache | None, encoder_hidden_states) -> Cache:
+    def _prepare_cache(self, cache: Cache | None, encoder_hidden_states) -> Cache:
         """The cache to decode with: key/value caches for softmax attention, recurrent states for linear attention
         (an empty standard cache handed in, e.g. by `EncoderDecoderModel.generate`, is swapped for one)."""
         with_cross = encoder_hidden_states is not None or self.config.is_encoder_decoder
         if self.config.attention_type != "linear":
-            if with_cross and past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
-                # `generate` of a decoder given `encoder_hidden_states` hands in a self-attention cache only
-                return EncoderDecoderCache(past_key_values, DynamicCache(config=self.config))
-            if past_key_values is not None:
-                return past_key_values
+            if with_cross and cache is not None and not isinstance(cache, EncoderDecoderCache):
+                # `generate` of a decoder cache `encoder_hidden_states` hands in a self-attention cache only
+                return EncoderDecoderCache(cache, DynamicCache(config=self.config))
+            if cache is not None:
+                return cache
             if with_cross:
                 return EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
             return DynamicCache(config=self.config)
 
-        def linear_state(cache):
-            if isinstance(cache, HfRoFormerLinearAttentionCache):
-                return cache
-            if cache is None or cache.get_seq_length() == 0:
+        def linear_state(candidate):
+            if isinstance(candidate, HfRoFormerLinearAttentionCache):
+                return candidate
+            if candidate is None or candidate.get_seq_length() == 0:
                 return HfRoFormerLinearAttentionCache(self.config.num_hidden_layers)
             raise ValueError(
-                f"Linear attention decodes with a HfRoFormerLinearAttentionCache, got a filled {type(cache).__name__}."
+                "Linear attention decodes with a HfRoFormerLinearAttentionCache, got a filled "
+                f"{type(candidate).__name__}."
             )
 
-        if isinstance(past_key_values, EncoderDecoderCache):
-            past_key_values.self_attention_cache = linear_state(past_key_values.self_attention_cache)
-            return past_key_values
+        if isinstance(cache, EncoderDecoderCache):
+            cache.self_attention_cache = linear_state(cache.self_attention_cache)
+            return cache
         if with_cross:
-            return EncoderDecoderCache(linear_state(past_key_values), DynamicCache(config=self.config))
-        return linear_state(past_key_values)
+            return EncoderDecoderCache(linear_state(cache), DynamicCache(config=self.config))
+        return linear_state(cache)
 
 
 class HfRoFormerTiedLMHeadMixin:
@@ -1015,15 +1025,27 @@ class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel
         self.add_lm_head(config)
         self.post_init()
 
-    def prepare_inputs_for_generation(self, *args, **kwargs):
-        """As `GenerationMixin` does; a UniLM model without `token_type_ids` reads the prompt as the source segment
-        (type 0) and every generated token as the target segment (type 1)."""
-        model_inputs = super().prepare_inputs_for_generation(*args, **kwargs)
+    def generate(self, inputs: torch.Tensor | None = None, *args, **kwargs):
+        """`GenerationMixin.generate`; a UniLM model (RoFormer-Sim) given a prompt but no `token_type_ids` reads the
+        prompt as the source segment (type 0) and every generated token as the target segment (type 1), so that
+        decoding with the cache and without it (each step re-encoding the whole sequence) attend alike."""
+        if self.config.unilm and kwargs.get("token_type_ids") is None:
+            prompt = inputs if inputs is not None else kwargs.get("input_ids")
+            if prompt is None and kwargs.get("inputs_embeds") is not None:
+                prompt = kwargs["inputs_embeds"][..., 0]
+            if prompt is not None:
+                kwargs["token_type_ids"] = torch.zeros(prompt.shape[:2], dtype=torch.long, device=prompt.device)
+        return super().generate(inputs, *args, **kwargs)
+
+    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, *args, inputs_embeds: Floats = None, **kwargs):
+        """As `GenerationMixin` does; a UniLM model without `token_type_ids` (generation without a prompt) reads the
+        first step as the source segment (type 0) and every generated token as the target segment (type 1)."""
+        model_inputs = super().prepare_inputs_for_generation(input_ids, *args, inputs_embeds=inputs_embeds, **kwargs)
         if self.config.unilm and model_inputs.get("token_type_ids") is None:
             tokens = model_inputs.get("input_ids")
             if tokens is None:
                 tokens = model_inputs["inputs_embeds"][..., 0]
-            cache = model_inputs.get("past_key_values")
+            cache = model_inputs.get(CACHE_FIELD)
             generated = cache is not None and cache.get_seq_length() > 0
             model_inputs["token_type_ids"] = torch.full_like(tokens, int(generated), dtype=torch.long)
         return model_inputs
@@ -1039,11 +1061,12 @@ class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel
             model_kwargs["token_type_ids"] = token_type_ids
         return model_kwargs
 
+    @accepts_either_cache_name
     @can_return_tuple
     def forward(
         self, input_ids: TokenIds = None, attention_mask: Floats = None, token_type_ids: TokenIds = None,
         position_ids: TokenIds = None, inputs_embeds: Floats = None, encoder_hidden_states: Floats = None,
-        encoder_attention_mask: Floats = None, past_key_values: Cache | None = None, labels: TokenIds = None,
+        encoder_attention_mask: Floats = None, cache: Cache | None = None, labels: TokenIds = None,
         use_cache: bool | None = None, logits_to_keep: int | torch.Tensor = 0, **kwargs,
     ) -> CausalLMOutputWithCrossAttentions:
         """Next-token logits; with `labels` also the shifted language-modeling loss.
@@ -1058,7 +1081,7 @@ class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel
         outputs = self.roformer(
             input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
             inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask, past_key_values=past_key_values, use_cache=use_cache,
+            encoder_attention_mask=encoder_attention_mask, cache=cache, use_cache=use_cache,
             read_positions=None if labels is None else "all", return_dict=True, **kwargs,
         )
         kept = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
@@ -1071,7 +1094,7 @@ class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel
         return CausalLMOutputWithCrossAttentions(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_output(output_cache(outputs)),
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
             cross_attentions=outputs.cross_attentions,

@@ -40,6 +40,7 @@ from .encoding_hf_roformer import (
     split_pair,
     truncated_lengths,
 )
+from .releases_hf_roformer import backend_encode_plus, with_tokenizers_pipeline
 from .text_rules_hf_roformer import (
     decode_tokens,
     is_cjk_character,
@@ -372,9 +373,9 @@ class HfRoFormerTokenizer(TokenizersBackend):
         `OverflowPipeline`."""
         view = self._with_backend(OverflowPipeline(self._tokenizer, self._original_encoder()))
         if batched or text_pair is None:
-            return TokenizersBackend._encode_plus(view, text, text_pair, **kwargs)
+            return backend_encode_plus(view, text, text_pair, **kwargs)
         # a single pair goes as a batch of one: `TokenizersBackend` reads an empty `text_pair` as no pair
-        encoded = TokenizersBackend._encode_plus(view, [text], [text_pair], **kwargs)
+        encoded = backend_encode_plus(view, [text], [text_pair], **kwargs)
         if kwargs.get("return_tensors") is not None or kwargs.get("return_overflowing_tokens"):
             return encoded
         return unbatched(encoded)
@@ -383,10 +384,7 @@ class HfRoFormerTokenizer(TokenizersBackend):
         """A view of this tokenizer (same attributes, shared objects) whose `tokenizers` pipeline is `backend`: the
         encoding code of `TokenizersBackend` then runs unchanged on the original's encoding, without touching
         `self`, so concurrent calls stay independent."""
-        view = object.__new__(type(self))
-        view.__dict__.update(self.__dict__)
-        view.__dict__["_tokenizer"] = backend
-        return view
+        return with_tokenizers_pipeline(self, backend)
 
     def _eventual_warn_about_too_long_sequence(self, ids, max_length, verbose) -> None:
         """Never warn that a text longer than `model_max_length` "will result in indexing errors": transformers says

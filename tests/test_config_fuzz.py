@@ -30,6 +30,7 @@ from transformers.activations import ACT2FN
 import hf_roformer
 from hf_roformer import HfRoFormerConfig
 from hf_roformer.configuration_hf_roformer import FIELD_RULES, FLOAT32_TINY
+from hf_roformer.releases_hf_roformer import CACHE_FIELD
 from hf_roformer.rope_scaling_hf_roformer import ROPE_TYPE_RULES, is_integer
 
 
@@ -346,7 +347,7 @@ def all_tensors(output) -> list[torch.Tensor]:
     if isinstance(output, torch.Tensor):
         return [output]
     if isinstance(output, dict):
-        output = [value for key, value in output.items() if key != "past_key_values"]
+        output = [value for key, value in output.items() if key != CACHE_FIELD]
     if isinstance(output, (list, tuple)):
         return [tensor for item in output for tensor in all_tensors(item)]
     return []

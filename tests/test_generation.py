@@ -6,6 +6,7 @@ from conftest import assert_cached_generation_exact, assert_left_padded_generati
 from transformers import EncoderDecoderModel
 
 import hf_roformer
+from hf_roformer.releases_hf_roformer import output_cache
 
 
 @pytest.mark.parametrize("rotary_value", [False, True])
@@ -24,8 +25,8 @@ def test_cache_positions_continue_from_the_cache_length():
     with torch.no_grad():
         full = model(input_ids, use_cache=False).logits
         first = model(input_ids[:, :6], use_cache=True)
-        rest = model(input_ids[:, 6:], past_key_values=first.past_key_values, use_cache=True)
-    assert first.past_key_values.get_seq_length() == 10
+        rest = model(input_ids[:, 6:], cache=output_cache(first), use_cache=True)
+    assert output_cache(first).get_seq_length() == 10
     torch.testing.assert_close(rest.logits, full[:, 6:], atol=1e-5, rtol=0)
 
 

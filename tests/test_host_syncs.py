@@ -8,6 +8,7 @@ from sync_counting import count_operators
 
 import hf_roformer
 from hf_roformer import input_checks_hf_roformer
+from hf_roformer.releases_hf_roformer import output_cache
 
 
 @pytest.fixture(autouse=True)
@@ -69,9 +70,9 @@ def test_decoding_step_forces_no_more_syncs_than_bert():
     counts = []
     for model in (ours, bert):
         with torch.no_grad():
-            cache = model(**prompt, use_cache=True).past_key_values
+            cache = output_cache(model(**prompt, use_cache=True))
         token = torch.ones(2, 1, dtype=torch.long)
-        counts.append(syncs(model, input_ids=token, attention_mask=step_mask, past_key_values=cache, use_cache=True))
+        counts.append(syncs(model, input_ids=token, attention_mask=step_mask, cache=cache, use_cache=True))
     assert sum(counts[0].values()) <= sum(counts[1].values()) + 1, counts
 
 

@@ -7,6 +7,7 @@ from conftest import assert_left_padded_generation_matches, rotation_matrix, tin
 
 import hf_roformer
 from hf_roformer.linear_attention_hf_roformer import causal_linear_attention, linear_attention_features
+from hf_roformer.releases_hf_roformer import output_cache
 from hf_roformer.rope_scaling_hf_roformer import rope_inverse_frequencies
 from hf_roformer.rotary_hf_roformer import rotate_interleaved
 
@@ -157,8 +158,8 @@ def test_recurrent_generation_equals_full_forward(feature_map, rotary_value):
         output_logits=True,
         pad_token_id=0,
     )
-    assert isinstance(output.past_key_values, hf_roformer.HfRoFormerLinearAttentionCache)
-    assert output.past_key_values.get_seq_length() == 16  # the last generated token is not fed back
+    assert isinstance(output_cache(output), hf_roformer.HfRoFormerLinearAttentionCache)
+    assert output_cache(output).get_seq_length() == 16  # the last generated token is not fed back
     with torch.no_grad():
         full = model(output.sequences, use_cache=False).logits
     for step, logits in enumerate(output.logits):

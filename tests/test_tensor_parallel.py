@@ -1,6 +1,7 @@
 """Tensor parallelism through transformers' loading: `from_pretrained(..., distributed_config=DistributedConfig(
 tp_size=2))` on 2 CPU processes (torchrun, gloo) splits the encoder layers by `config.base_model_tp_plan` and gives
-every head the outputs of the model loaded in one process. The same call works on transformers 5.17 and 5.23."""
+every head the outputs of the model loaded in one process. The same call works on every supported transformers
+release."""
 
 import os
 import subprocess

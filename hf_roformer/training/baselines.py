@@ -53,5 +53,6 @@ def bert_for_masked_lm(
         max_position_embeddings=max_position_embeddings,
         **config,
     )
-    bert_config._attn_implementation = ABSOLUTE_LINEAR_ATTENTION if linear_attention else "sdpa"
-    return BertForMaskedLM(bert_config)
+    model = BertForMaskedLM(bert_config)
+    model.set_attn_implementation(ABSOLUTE_LINEAR_ATTENTION if linear_attention else "sdpa")
+    return model

@@ -27,6 +27,7 @@ from accelerate.state import PartialState
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
 from torch import nn
 
+from ..releases_hf_roformer import active_deepspeed_config, keep_used_weight_conversions, mirror_distributed_type
 from ..utils.errors import UsageError
 from .fsdp_groups import shard_with_tied_groups, tied_module_groups
 
@@ -79,7 +80,7 @@ def switch_to_fsdp(accelerator, plugin: FullyShardedDataParallelPlugin) -> None:
     `plugin`, as it is set up on GPUs."""
     accelerator.state.distributed_type = DistributedType.FSDP
     accelerator.state.fsdp_plugin = plugin
-    PartialState._shared_state["distributed_type"] = DistributedType.FSDP  # accelerate keeps both states in step
+    mirror_distributed_type(PartialState, DistributedType.FSDP)  # accelerate keeps both states in step
 
 
 def check_deepspeed_saves_whole_model(trainer: transformers.Trainer) -> None:
@@ -94,15 +95,6 @@ def check_deepspeed_saves_whole_model(trainer: transformers.Trainer) -> None:
             f"{zero.get('stage3_gather_16bit_weights_on_model_save')!r}; set it to true so that the trained model is "
             "written as a whole safetensors checkpoint."
         )
-
-
-def keep_used_weight_conversions(model: nn.Module) -> None:
-    """Keep, of the key conversions `from_pretrained` recorded on `model` for saving, those that matched a weight.
-    transformers' ZeRO-3 loading keeps all of them (its other loading paths keep the used ones), so the saved model
-    would name every layer norm's weights by the legacy `gamma`/`beta`."""
-    conversions = getattr(model, "_weight_conversions", None)
-    if conversions:
-        model._weight_conversions = [conversion for conversion in conversions if conversion.was_used()]
 
 
 def prepare_distributed_training(trainer: transformers.Trainer) -> None:
@@ -151,7 +143,7 @@ def zero3_loading_disabled():
     makes transformers partition them at load)."""
     from transformers.integrations import deepspeed as integration
 
-    active = integration._hf_deepspeed_config_weak_ref() if integration._hf_deepspeed_config_weak_ref else None
+    active = active_deepspeed_config(integration)
     if active is None:
         yield
         return

@@ -23,9 +23,8 @@ def tied_module_groups(model: nn.Module) -> list[list[nn.Module]]:
     modules = list(dict.fromkeys(module for _, module in model.named_modules(remove_duplicate=False)))
     holders: dict[int, list[int]] = {}
     for index, module in enumerate(modules):
-        for parameter in module._parameters.values():
-            if parameter is not None:
-                holders.setdefault(id(parameter), []).append(index)
+        for parameter in module.parameters(recurse=False):
+            holders.setdefault(id(parameter), []).append(index)
     parent = list(range(len(modules)))
 
     def root(index: int) -> int:
