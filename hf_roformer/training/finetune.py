@@ -279,6 +279,8 @@ def fine_tune(
     if main_process:
         logger.info(f"fine-tuning {model_options.model_name_or_path} on {task.description}")
         logger.info(describe_data(task, encoded, model_options.max_seq_length))
+        for line in task.notes:
+            logger.info(line)
         if note:
             logger.info(f"note: {note}")
         if checkpoint is None:

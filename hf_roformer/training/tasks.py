@@ -17,8 +17,10 @@ from .data import (
     GLUE_TASKS,
     GlueTask,
     cail_pairs,
+    describe_blank_lines,
     evaluation_splits,
     from_hub_glue,
+    glue_split_path,
     read_cail_split,
     read_glue,
     test_splits,
@@ -41,6 +43,7 @@ class TaskData:
     card: dict  # dataset, dataset_tags, dataset_args, hub_dataset, language
     label_names: tuple[str, ...] | None = None  # class names; None for a regression
     sources: dict[str, object] = field(default_factory=dict)  # description -> path the data were read from
+    notes: list[str] = field(default_factory=list)  # what the run summary says about the data as read
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,12 @@ class GlueSource:
             "dataset directory": self.dataset_dir,
         }
 
+    def tsv_files(self, task: GlueTask) -> list[Path]:
+        """The TSV files this source reads for `task` (none for a `datasets` copy)."""
+        if self.data_dir is not None:
+            return [glue_split_path(task, self.data_dir, split) for split in task.splits]
+        return [Path(path) for path in (self.train_file, self.validation_file, self.test_file) if path is not None]
+
     def load(self, task: GlueTask) -> datasets.DatasetDict:
         """The task's splits, read and validated."""
         if self.train_file is not None:
@@ -186,6 +195,7 @@ def glue_task_data(task: GlueTask, source: GlueSource, limits: SampleLimits) -> 
         ),
         label_names=task.labels,
         sources=source.paths(),
+        notes=describe_blank_lines(source.tsv_files(task)),
     )
 
 
@@ -248,6 +258,7 @@ def text_classification_task_data(files: TextFiles, limits: SampleLimits) -> Tas
         card=dict(dataset=train_file.name, dataset_tags="json" if train_file.suffix in (".json", ".jsonl") else "csv"),
         label_names=labels.names,
         sources=files.paths(),
+        notes=describe_blank_lines(paths.values()),
     )
 
 
