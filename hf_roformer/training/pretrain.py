@@ -16,6 +16,7 @@ Evaluation uses every validation block: `dataloader_drop_last` applies to traini
 (softmax or linear attention), the baselines of the paper's convergence comparisons.
 """
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -40,8 +41,8 @@ from .baselines import bert_for_masked_lm
 from .cards import write_pretraining_card
 from .checkpoints import (
     SaveAfterEpochEnd,
+    holding_finished,
     last_complete_checkpoint,
-    read_finished,
     train_with_interruption,
     write_finished,
 )
@@ -55,7 +56,8 @@ from .distributed import (
 from .lengths import beyond_trained_length_note, record_trained_length, set_model_max_length
 from .packing import encode_documents, pack_documents
 from .progress import show_progress_as_lines
-from .runs import RunStart, prepare_run_directory, write_run_record
+from .run_record import ListCheckpoints
+from .runs import RunStart, begin_run_record, prepare_run_directory
 from .smoke import announce_smoke_run, smoke_run
 from .whole_word_masking import (
     IGNORE_INDEX,
@@ -294,8 +296,8 @@ def run_pretraining(
         raise UsageError(f"--tokenizer {tokenizer_name}: the tokenizer has no mask token")
     start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
     model = build_model(options, tokenizer, stages, model_source)
-    if main_process:
-        write_run_record(output_dir, COMMAND, arguments, __version__)
+    record = begin_run_record(run, COMMAND, arguments, __version__) if main_process else None
+    writing = record.writing if record is not None else contextlib.nullcontext
     encoded = {
         "train": encode_documents(train_documents, tokenizer),
         "validation": encode_documents(validation_documents, tokenizer),
@@ -318,8 +320,8 @@ def run_pretraining(
     for index, stage in enumerate(stages):
         directory = stage_directory(output_dir, index, stage)
         final = directory / "final"
-        done = read_finished(directory)
-        if done is not None:  # finished in an earlier run
+        done = holding_finished(directory, announce=main_process)
+        if done is not None:  # finished in an earlier run, its outputs whole
             with transformers_warnings_off():
                 model = AutoModelForMaskedLM.from_pretrained(final)
             metrics = done["metrics"]
@@ -349,7 +351,7 @@ def run_pretraining(
             data_collator=collator,
             compute_metrics=mlm_accuracy,
             preprocess_logits_for_metrics=argmax_logits,
-            callbacks=[MaskingEpochCallback(collator), SaveAfterEpochEnd()],
+            callbacks=[MaskingEpochCallback(collator), SaveAfterEpochEnd(), ListCheckpoints(record)],
         )
         show_progress_as_lines(trainer)
         prepare_distributed_training(trainer)
@@ -363,27 +365,30 @@ def run_pretraining(
         if isinstance(trainer.model, HfRoFormerForMaskedLM):  # the length it has now been trained at
             record_trained_length(trainer.model.config, stage.max_length)
         set_model_max_length(tokenizer, trainer.model.config)
-        save_full_model(trainer, str(final))  # on every process: sharded weights are gathered for it
+        with writing(directory.relative_to(output_dir)):
+            save_full_model(trainer, str(final))  # on every process: sharded weights are gathered for it
+            if trainer.is_world_process_zero():
+                trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
+                (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
+                files = [f"final/{name}" for name in ("config.json", "model.safetensors", "eval_results.json")]
+                write_finished(directory, {"stage": dataclasses.asdict(stage), "metrics": metrics}, files)
         if trainer.is_world_process_zero():
-            trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
-            (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
-            files = [f"final/{name}" for name in ("config.json", "model.safetensors", "eval_results.json")]
-            write_finished(directory, {"stage": dataclasses.asdict(stage), "metrics": metrics}, files)
             logger.info(f"stage {index + 1} ({stage.max_length} tokens): masked-token accuracy "
                         f"{metrics['eval_accuracy']:.2%}, loss {metrics['eval_loss']:.3f}")  # fmt: skip
         history.append({"stage": dataclasses.asdict(stage), "metrics": metrics})
         model = trained_model(trainer, final)
     if main_process:
-        set_model_max_length(tokenizer, model.config)
-        model.save_pretrained(output_dir)
-        tokenizer.save_pretrained(output_dir)
-        (output_dir / "pretraining_stages.json").write_text(
-            json.dumps([dataclasses.asdict(stage) for stage in stages], indent=2)
-        )
-        write_pretraining_card(output_dir, model, tokenizer, corpus, history)
-        files = ["config.json", "model.safetensors", "tokenizer_config.json", "README.md"]
-        record = {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics}
-        write_finished(output_dir, record, files)
+        with writing():
+            set_model_max_length(tokenizer, model.config)
+            model.save_pretrained(output_dir)
+            tokenizer.save_pretrained(output_dir)
+            (output_dir / "pretraining_stages.json").write_text(
+                json.dumps([dataclasses.asdict(stage) for stage in stages], indent=2)
+            )
+            write_pretraining_card(output_dir, model, tokenizer, corpus, history)
+            files = ["config.json", "model.safetensors", "tokenizer_config.json", "README.md"]
+            finished = {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics}
+            write_finished(output_dir, finished, files)
         logger.info(f"pre-trained {type(model).__name__} in {len(stages)} stage(s): masked-token accuracy "
                     f"{metrics.get('eval_accuracy', float('nan')):.2%} on {len(validation_documents):,} held-out "
                     f"documents; model, tokenizer and card in {output_dir}/")  # fmt: skip

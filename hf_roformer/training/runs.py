@@ -1,41 +1,33 @@
 """What a training command finds in its output directory, and what it may do there.
 
-A run writes `hf_roformer_run.json` (the command and the arguments that decide its result) before anything else, and
-`finished.json` (written last, listing the files it vouches for with their sizes) when it is done. A rerun of a command
-then does what was asked:
+A run writes its record, `hf_roformer_run.json` (the command, the arguments that decide its result, and every file it
+writes, with its size: `run_record.py`), before anything else, and `finished.json` (written last, listing the files it
+vouches for with their sizes) when it is done. A rerun of a command then does what was asked:
 
 - an empty or missing directory: a new run;
 - the same command with the same arguments: resumes an interrupted run from its last complete checkpoint, or, when
-  the finished marker holds and every file it lists is there and whole, has nothing to do;
-- other arguments: refused, naming each differing argument, unless `--overwrite_output_dir` asks to start over (which
-  empties the directory: it holds an earlier output of this very command);
-- anything else (files that are not an output of this command): refused whatever the flags; nothing is deleted.
+  the finished marker holds and every file it lists is there and whole, has nothing to do (a marker that no longer
+  holds is named, and the run completed again);
+- other arguments: refused, naming each differing argument, unless `--overwrite_output_dir` asks to start over: then
+  the files the earlier run's record lists are removed, when the new run begins (after everything is checked), and
+  everything else in the directory stays;
+- anything else (a directory without a record of this command): refused whatever the flags; nothing is deleted.
 """
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
 from ..utils.errors import OutputDirectoryError
-from ..utils.output_dirs import check_apart_from_inputs, is_empty_or_missing, remove_contents
-from .checkpoints import FINISHED, finished_problem, read_finished
+from ..utils.output_dirs import check_apart_from_inputs, is_empty_or_missing, unlisted_entries
+from .checkpoints import FINISHED, holding_finished
+from .run_record import RUN_RECORD, RunRecord, comparable
 
 
-RUN_RECORD = "hf_roformer_run.json"
-# Arguments that change how a run is shown, logged, kept or uploaded, not the model it trains: a rerun may change them.
-NOT_RESULT_ARGUMENTS = frozenset(
-    {
-        "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "disable_tqdm", "report_to", "run_name",
-        "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id", "push_to_hub", "hub_model_id",
-        "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push", "hub_revision", "token", "cache_dir",
-        "log_level", "log_level_replica", "log_on_each_node", "logging_first_step", "logging_nan_inf_filter",
-        "logging_steps", "logging_strategy", "save_total_limit", "save_on_each_node", "dataloader_num_workers",
-        "dataloader_persistent_workers", "dataloader_prefetch_factor", "dataloader_pin_memory", "skip_memory_metrics",
-        "local_rank", "ddp_timeout", "include_num_input_tokens_seen",
-    }
-)  # fmt: skip
+logger = logging.getLogger(__name__)
 
 
 class RunStart(Enum):
@@ -48,17 +40,13 @@ class RunStart(Enum):
 
 @dataclass(frozen=True)
 class RunDirectory:
-    """An output directory checked for a command: what to do there, and the finished record when there is one."""
+    """An output directory checked for a command: what to do there, the finished record when there is one, and the
+    record of the earlier run found there (resumed, or replaced when `start` is NEW)."""
 
     path: Path
     start: RunStart
     finished: dict | None = None
-
-
-def comparable(arguments: dict) -> dict:
-    """The arguments that decide a run's result, as JSON values (what the run record stores and reruns compare)."""
-    kept = {key: value for key, value in arguments.items() if key not in NOT_RESULT_ARGUMENTS}
-    return json.loads(json.dumps(kept, sort_keys=True, default=str))
+    earlier: RunRecord | None = None
 
 
 def differing_arguments(recorded: dict, current: dict) -> list[str]:
@@ -74,15 +62,6 @@ def differing_arguments(recorded: dict, current: dict) -> list[str]:
     return differences
 
 
-def read_run_record(directory: Path) -> dict | None:
-    """The run record of `directory`, or None when it has none (or an unreadable one)."""
-    try:
-        record = json.loads((directory / RUN_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def prepare_run_directory(
     output_dir: str | os.PathLike,
     command: str,
@@ -91,49 +70,59 @@ def prepare_run_directory(
     overwrite: bool = False,
     is_main_process: bool = True,
 ) -> RunDirectory:
-    """Check `output_dir` for `command` with `arguments` before any data is read or written (see the module), and, on
-    the main process, empty it when `overwrite` replaces an earlier output of the same command. `inputs` (description
-    -> path or None) are what the run reads: an output equal to, inside or around one of them is refused."""
+    """Check `output_dir` for `command` with `arguments` before any data is read or written (see the module); nothing
+    is removed here (`begin_run_record` does that). `inputs` (description -> path or None) are what the run reads: an
+    output equal to, inside or around one of them is refused."""
     path = Path(output_dir)
     check_apart_from_inputs(path, inputs)
     if is_empty_or_missing(path):
         return RunDirectory(path, RunStart.NEW)
     if not path.is_dir():
         raise OutputDirectoryError(f"--output_dir {path}: a file, not a directory")
-    record = read_run_record(path)
-    if record is None or record.get("command") != command:
-        owner = f"`hf-roformer {record['command']}`" if record and isinstance(record.get("command"), str) else None
+    record = RunRecord.read(path)
+    if record is None or record.command != command:
+        owner = f"`hf-roformer {record.command}`" if record and isinstance(record.command, str) else None
         raise OutputDirectoryError(
             f"--output_dir {path} holds files that are not an output of `hf-roformer {command}`"
             + (f" (it is an output of {owner})" if owner else "")
             + "; give another --output_dir (--overwrite_output_dir replaces only an earlier output of this command)"
         )
     if overwrite:
-        if is_main_process:
-            remove_contents(path)
-        return RunDirectory(path, RunStart.NEW)
-    differences = differing_arguments(record.get("arguments", {}), arguments)
+        if record.written is None:
+            raise OutputDirectoryError(
+                f"--output_dir {path} holds a run of `hf-roformer {command}` recorded by an earlier hf_roformer, which "
+                "did not list the files it wrote, so --overwrite_output_dir cannot tell them from yours; move what "
+                "you want to keep out of it and delete it, or give another --output_dir"
+            )
+        return RunDirectory(path, RunStart.NEW, earlier=record)
+    differences = differing_arguments(record.arguments, arguments)
     if differences:
         raise OutputDirectoryError(
             f"--output_dir {path} holds a run of `hf-roformer {command}` with other arguments: "
             f"{'; '.join(differences)}. Pass --overwrite_output_dir to replace it with this run, or give another "
             "--output_dir"
         )
-    finished = read_finished(path)
-    if finished is not None and finished_problem(path, finished) is None:
-        return RunDirectory(path, RunStart.FINISHED, finished)
-    return RunDirectory(path, RunStart.RESUME)
+    finished = holding_finished(path, announce=is_main_process)
+    if finished is not None:
+        return RunDirectory(path, RunStart.FINISHED, finished, earlier=record)
+    return RunDirectory(path, RunStart.RESUME, earlier=record)
 
 
-def write_run_record(output_dir: str | os.PathLike, command: str, arguments: dict, version: str) -> Path:
-    """Record, before the run writes anything else, which command and arguments `output_dir` holds a run of."""
-    path = Path(output_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    record = {"command": command, "arguments": comparable(arguments), "hf_roformer_version": version}
-    staging = path / f".{RUN_RECORD}.{os.getpid()}.tmp"
-    staging.write_text(json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(staging, path / RUN_RECORD)
-    return path / RUN_RECORD
+def begin_run_record(run: RunDirectory, command: str, arguments: dict, version: str) -> RunRecord:
+    """Start the record of the run about to write into `run.path` (on the main process, once everything is checked):
+    an earlier run being replaced loses the files its record lists, and only those (one line says what stays); a
+    resumed run keeps the list of what it wrote before."""
+    if run.earlier is not None and run.start is RunStart.NEW:  # replaced (--overwrite_output_dir)
+        removed = run.earlier.remove_written()
+        kept = unlisted_entries(run.path, [RUN_RECORD])
+        shown = f"; kept what it did not write: {', '.join(kept[:5])}{' ...' if len(kept) > 5 else ''}" if kept else ""
+        logger.info(f"replacing the earlier run in {run.path}: removed the {len(removed)} files it wrote{shown}")
+        written = {}
+    else:  # resumed, or run again after it finished (to evaluate): what it wrote stays listed
+        written = run.earlier.written if run.earlier is not None else {}
+    record = RunRecord(run.path, command, comparable(arguments), version, written)
+    record.save()
+    return record
 
 
 __all__ = [
@@ -141,8 +130,7 @@ __all__ = [
     "RUN_RECORD",
     "RunDirectory",
     "RunStart",
-    "comparable",
+    "begin_run_record",
     "differing_arguments",
     "prepare_run_directory",
-    "write_run_record",
 ]

@@ -51,12 +51,6 @@ def file_sizes(directory: str | os.PathLike) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
-def remove_contents(directory: str | os.PathLike) -> None:
-    """Empty `directory`: every entry inside it is removed, symbolic links as links; the directory itself stays."""
-    for entry in Path(directory).iterdir():
-        _remove(entry)
-
-
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
@@ -114,7 +108,6 @@ __all__ = [
     "check_apart_from_inputs",
     "file_sizes",
     "is_empty_or_missing",
-    "remove_contents",
     "remove_listed",
     "unlisted_entries",
 ]
