@@ -26,8 +26,9 @@ from hf_roformer.conversion.convert import ConversionError, convert_tf_checkpoin
 from hf_roformer.conversion.families import RELEASED
 from hf_roformer.conversion.hub import push_folder
 from hf_roformer.conversion.model_card import render_card
-from hf_roformer.conversion.output import REPLACED_MARK, STAGING_MARK, held_elsewhere, is_zombie
+from hf_roformer.conversion.output import REPLACED_MARK, STAGING_MARK
 from hf_roformer.conversion.tf_checkpoint import TABLE_MAGIC, CheckpointError, TFCheckpoint
+from hf_roformer.utils.directory_locks import held_elsewhere, is_zombie
 from hf_roformer.utils.errors import OutputDirectoryError
 from hf_roformer_cli import main
 

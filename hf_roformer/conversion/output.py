@@ -15,7 +15,6 @@ would write too is refused, naming it, before anything changes. A full or read-o
 `ConversionError` naming the output and the system's reason, with nothing written.
 """
 
-import errno
 import json
 import logging
 import os
@@ -25,16 +24,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ..utils.directory_locks import held_elsewhere, hold, process_alive, release
 from ..utils.errors import OutputDirectoryError
 from ..utils.output_dirs import check_apart_from_inputs, file_sizes, is_empty_or_missing, unlisted_entries
 from .errors import ConversionError
 from .report import REPORT_FILE
-
-
-try:
-    import fcntl
-except ImportError:  # Windows: staging directories are told apart by their process id alone
-    fcntl = None
 
 
 logger = logging.getLogger(__name__)
@@ -51,73 +45,6 @@ def _marked_prefix(output_dir: Path, mark: str) -> str:
 def _owner_pid(path: Path, prefix: str) -> int | None:
     pid = path.name[len(prefix) :].split("-", 1)[0]
     return int(pid) if pid.isdigit() else None
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process with this id runs on this machine: a zombie (killed, not yet reaped by its parent, so its id
-    still answers) does not."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not is_zombie(pid)
-
-
-def is_zombie(pid: int) -> bool:
-    """Whether process `pid` has ended and waits to be reaped: psutil where it is installed (it comes with the
-    `training` extra), else Linux's /proc; False where neither can tell."""
-    try:
-        import psutil
-    except ImportError:
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-        except (OSError, IndexError):
-            return False
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def hold(directory: Path) -> int | None:
-    """Lock `directory` for this process (an exclusive `flock` on it, released when the process ends however it ends)
-    and return the descriptor to close when done; None where the system has no such lock. Written by hand because
-    `filelock` locks files: locking the directory itself adds nothing beside or inside the output."""
-    if fcntl is None:
-        return None
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(descriptor)
-        return None
-    return descriptor
-
-
-def release(descriptor: int | None) -> None:
-    """Give up a lock `hold` took."""
-    if descriptor is not None:
-        os.close(descriptor)
-
-
-def held_elsewhere(directory: Path) -> bool | None:
-    """Whether a live process holds `directory` (True/False), or None where the lock cannot tell (no `flock`, or a file
-    system that refuses it)."""
-    if fcntl is None:
-        return None
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:
-        return True if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES) else None
-    finally:
-        os.close(descriptor)
-    return False
 
 
 def _stale(output_dir: Path, mark: str) -> list[Path]:
