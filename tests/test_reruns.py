@@ -2,10 +2,14 @@
 `--overwrite_output_dir` (finetune, pretrain; the demo always replaces its earlier output) removes exactly those, so a
 file and a folder the user put into the output directory stay; every finished marker is checked before it is trusted,
 per stage in pre-training, and a stage whose outputs are gone or cut is redone and ends equal to an uninterrupted run;
-blank lines between the records of a TSV file are counted in the run summary."""
+blank lines between the records of a TSV file are counted in the run summary; processes launched together that would
+each train alone into one output directory are refused."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +161,24 @@ def test_a_stage_whose_outputs_are_damaged_is_redone(stage, damage, corpus, fini
     for marker in (Path("finished.json"), directory.relative_to(output) / "finished.json"):
         expected, actual = (json.loads((run / marker).read_text())["metrics"] for run in (finished_pretraining, output))
         assert (actual["eval_loss"], actual["eval_accuracy"]) == (expected["eval_loss"], expected["eval_accuracy"])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is exercised on Linux")
+def test_processes_that_would_train_alone_are_refused(tiny_checkpoint, tmp_path):  # noqa: F811
+    """`torchrun --nproc_per_node 2` without `--use_cpu` on a machine without a GPU: accelerate would run each process
+    alone, both writing the output directory; refused in one line before anything is written."""
+    if torch.cuda.is_available():
+        pytest.skip("with GPUs the processes train together")
+    data = write_reviews(tmp_path / "data")
+    argv = text_classification(tiny_checkpoint, data, tmp_path / "out")
+    argv.remove("--use_cpu")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+               "hf_roformer_cli", *argv]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode != 0
+    assert (
+        f"error: 2 processes were launched (WORLD_SIZE=2), but each would train alone and all would write "
+        f"{tmp_path / 'out'}; without a GPU, pass --use_cpu so that they train together (gloo)\n"
+    ) in result.stderr
+    assert not (tmp_path / "out").exists()

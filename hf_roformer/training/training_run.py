@@ -67,7 +67,9 @@ class TrainingRun:
     ) -> "TrainingRun":
         """The run, its output directory checked before anything is read or written (the main process first):
         `inputs` are the local paths it reads (description -> path or None: the output directory must stay apart from
-        them); `overwrite` replaces an earlier run of other `arguments` (a rerun with them is refused otherwise)."""
+        them); `overwrite` replaces an earlier run of other `arguments` (a rerun with them is refused otherwise).
+        Processes launched together that would each train alone (and race in one output directory) are refused."""
+        check_processes_train_together(training_args)
         with training_args.main_process_first(local=False, desc="output directory check"):
             directory = prepare_run_directory(
                 training_args.output_dir, command, arguments, inputs, overwrite, training_args.process_index == 0
@@ -168,6 +170,17 @@ class TrainingRun:
             write_finished(directory, record, [name for name in files if (directory / name).exists()])
 
 
+def check_processes_train_together(training_args: TrainingArguments) -> None:
+    """Refuse a launch of several processes (`torchrun`, `accelerate launch`) that the Trainer would run as
+    independent single-process runs: on a machine without a GPU, accelerate joins CPU processes only when asked."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched > 1 and training_args.world_size == 1:
+        raise UsageError(
+            f"{launched} processes were launched (WORLD_SIZE={launched}), but each would train alone and all would "
+            f"write {training_args.output_dir}; without a GPU, pass --use_cpu so that they train together (gloo)"
+        )
+
+
 def metric_line(prefix: str, metrics: dict[str, float]) -> str:
     """`eval: accuracy 0.8700, f1 0.8650, loss 0.3120` from the metrics of one evaluation."""
     shown = {
@@ -178,4 +191,4 @@ def metric_line(prefix: str, metrics: dict[str, float]) -> str:
     return f"{prefix}: " + ", ".join(f"{name} {value:.4f}" for name, value in shown.items())
 
 
-__all__ = ["TrainingRun", "metric_line"]
+__all__ = ["TrainingRun", "check_processes_train_together", "metric_line"]
