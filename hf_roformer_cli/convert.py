@@ -17,7 +17,7 @@ def add_parser(commands) -> None:
         "needed) or a transformers-format RoFormer directory into an hf_roformer checkpoint with its tokenizer, "
         "model card and conversion_report.json. Everything is checked before anything is written; the output "
         "appears whole or not at all. The output may not be, contain or lie inside the source, and --force replaces "
-        "only an earlier conversion.",
+        "only the files of an earlier conversion (those its conversion_report.json lists): other files stay.",
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
@@ -30,7 +30,9 @@ def add_parser(commands) -> None:
         help="auto (default): RoFormer-V2 from its variables, v1/gpt/sim only from a release's directory name (they "
         "hold the same variables), otherwise refused",
     )  # fmt: skip
-    parser.add_argument("--force", action="store_true", help="replace output_dir when it holds an earlier conversion")
+    parser.add_argument(
+        "--force", action="store_true", help="replace the files of an earlier conversion in output_dir (others stay)"
+    )
     parser.add_argument(
         *option("layer_norm_eps"), type=positive_float,
         help="epsilon of the embedding and encoder norms: 1e-12 (default, the release-time bert4keras) or 1e-7 for "
@@ -59,7 +61,8 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(json.dumps({key: value for key, value in vars(report).items() if key != "source_sha256"}, indent=2))
+    shown = {key: value for key, value in vars(report).items() if key not in ("source_sha256", "files")}
+    print(json.dumps(shown, indent=2))
     if args.push_to_hub:
         from hf_roformer.conversion.hub import push_folder
         from hf_roformer.utils.errors import HubError

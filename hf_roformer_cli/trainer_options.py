@@ -64,7 +64,8 @@ def add_trainer_options(parser: argparse.ArgumentParser, defaults: dict, phases:
     add_flag(
         group,
         "overwrite_output_dir",
-        "start over in --output_dir, replacing an earlier run of this command there (never other files)",
+        "start over in --output_dir, replacing an earlier run of this command there: the files its record lists are "
+        "removed, never other files (yours stay)",
     )
     if phases:
         for name, what in zip(PHASES, ("train", "evaluate", "predict the test files"), strict=True):

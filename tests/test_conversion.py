@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from hf_roformer.conversion.hub import push_folder
 from hf_roformer.conversion.model_card import render_card
 from hf_roformer.conversion.output import REPLACED_MARK, STAGING_MARK
 from hf_roformer.conversion.tf_checkpoint import TABLE_MAGIC, CheckpointError, TFCheckpoint
+from hf_roformer.utils.directory_locks import held_elsewhere, is_zombie
 from hf_roformer.utils.errors import OutputDirectoryError
 from hf_roformer_cli import main
 
@@ -661,8 +663,39 @@ def test_output_is_replaced_only_with_force(tmp_path, capsys):
         convert("v2", tmp_path, source_dir=broken, force=True)
     assert marker.read_text() == "keep me"  # a failed forced conversion leaves the old output as it was
     convert("v2", tmp_path, force=True)
-    assert not marker.exists() and (output / "model.safetensors").exists()
+    assert marker.read_text() == "keep me" and (output / "model.safetensors").exists()  # not the conversion's file
     assert leftovers(tmp_path) == []
+
+
+def test_force_replaces_only_the_files_the_earlier_conversion_wrote(tmp_path, capsys):
+    """The report lists every file the conversion wrote; `convert --force` replaces those, and a file and a folder the
+    user put into the output stay as they were (a file the new conversion would also write is refused, naming it,
+    before anything changes)."""
+    output = tmp_path / "out"
+    main(["convert", str(source("v2")), str(output), "--family", "v2"])
+    listed = json.loads((output / "conversion_report.json").read_text())["files"]
+    assert {"model.safetensors", "config.json", "README.md", "vocab.txt"} <= listed.keys()
+    assert listed == {name: (output / name).stat().st_size for name in listed}
+    assert set(listed) | {"conversion_report.json"} == {
+        path.relative_to(output).as_posix() for path in output.rglob("*") if path.is_file()
+    }
+    (output / "notes.txt").write_text("mine")
+    (output / "mydata").mkdir()
+    (output / "mydata" / "x.csv").write_text("a,b\n1,2\n")
+    (output / "vocab.txt").rename(output / "vocab-old.txt")  # a file of the conversion, renamed: no longer listed
+    main(["convert", str(source("v2")), str(output), "--family", "v2", "--force"])
+    assert (output / "notes.txt").read_text() == "mine" and (output / "mydata" / "x.csv").read_text() == "a,b\n1,2\n"
+    assert (output / "vocab-old.txt").exists() and (output / "vocab.txt").exists() and leftovers(tmp_path) == []
+    capsys.readouterr()
+    report = json.loads((output / "conversion_report.json").read_text())
+    report["files"].pop("README.md")  # as if the user had written a README.md of their own
+    (output / "conversion_report.json").write_text(json.dumps(report))
+    before = tree_digest(output)
+    assert cli_failure(capsys, ["convert", str(source("v2")), str(output), "--family", "v2", "--force"]) == (
+        f"error: {output / 'README.md'} is not a file of the earlier conversion, and the new one writes a file of "
+        f"that name; move it out of {output} and run again (--force replaces only the earlier conversion's files)\n"
+    )
+    assert tree_digest(output) == before and leftovers(tmp_path) == []
 
 
 def test_existing_output_is_refused_before_any_work(tmp_path):
@@ -776,6 +809,56 @@ def test_interrupted_conversion_leaves_nothing_after_the_next_run(tmp_path):
     assert len(leftovers(tmp_path)) == 1 and not output.exists()
     convert_tf_checkpoint(source("v2"), output, family="v2")
     assert leftovers(tmp_path) == [] and (output / "conversion_report.json").exists()
+
+
+def test_staging_of_a_killed_but_unreaped_conversion_is_removed(tmp_path):
+    """The staging directory of a conversion killed while writing is removed by the next conversion into the same
+    place even while the killed process is a zombie (not reaped yet, so its process id still answers), and a
+    directory of another output, or one named like staging but not by the converter, is left alone."""
+    output = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(KILLED_CONVERSION), str(source("v2")), str(output)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+    )
+    try:
+        while (line := process.stdout.readline()) and line.strip() != b"writing":
+            pass
+        assert line.strip() == b"writing"
+        process.send_signal(signal.SIGKILL)
+        staging = tmp_path / leftovers(tmp_path)[0]
+        deadline = time.monotonic() + 60
+        while not (is_zombie(process.pid) and held_elsewhere(staging) is False):  # its last thread has exited
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(process.pid, 0)  # the zombie's id still answers, as a live process's would
+        other = tmp_path / f".other.{STAGING_MARK}-{process.pid}-x1"  # another output's staging
+        other.mkdir()
+        unlike = tmp_path / f".out.{STAGING_MARK}-mine"  # not a name the converter makes
+        unlike.mkdir()
+        assert len(leftovers(tmp_path)) == 3
+        convert_tf_checkpoint(source("v2"), output, family="v2")
+        assert leftovers(tmp_path) == sorted([other.name, unlike.name])
+        assert (output / "conversion_report.json").exists()
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+
+
+def test_a_replacement_killed_after_the_swap_brings_the_users_files_along(tmp_path):
+    """A `--force` run killed after moving the new output in but before carrying the user's files over: the next run
+    carries them into the output before anything else."""
+    output = convert("v2", tmp_path)
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    aside = tmp_path / f".{output.name}.{REPLACED_MARK}-{int(finished.stdout)}-q7"
+    shutil.copytree(output, aside / "previous")
+    (aside / "previous" / "notes.txt").write_text("mine")
+    (aside / "previous" / "mydata").mkdir()
+    (aside / "previous" / "mydata" / "x.csv").write_text("1,2\n")
+    with pytest.raises(OutputDirectoryError, match="holds an earlier conversion; pass --force"):
+        convert("v2", tmp_path)
+    assert (output / "notes.txt").read_text() == "mine" and (output / "mydata" / "x.csv").read_text() == "1,2\n"
+    assert leftovers(tmp_path) == []
 
 
 def test_output_set_aside_by_a_killed_replacement_is_restored(tmp_path):

@@ -245,3 +245,19 @@ def test_json_labels_of_one_type_each_are_read(tmp_path):
     booleans = '{"text": "好", "label": true}\n{"text": "坏", "label": false}\n'
     splits, labels, _ = read_own(tmp_path, booleans, suffix=".jsonl")
     assert labels.names == ("false", "true") and splits["train"]["label"] == [1, 0]
+
+
+def test_blank_lines_between_tsv_records_are_counted_for_the_summary(tmp_path):
+    """GLUE's reader skips a blank line between records (a TSV file holds one record a line); the run summary counts
+    it, naming the file and lines. Blank lines at the end, and in other formats, are not worth a word."""
+    from hf_roformer.training.data import describe_blank_lines
+
+    lines = [MRPC_HEADER, "1\t1\t2\tgood\tfine", "", "0\t3\t4\tbad\tworse", "", "", "1\t5\t6\tok\tfine"]
+    data = write_mrpc(tmp_path, "\n".join(lines) + "\n\n\n")
+    assert train_texts(read_glue(GLUE_TASKS["mrpc"], data)) == ["good", "bad", "ok"]
+    train = data / "MRPC" / "train.tsv"
+    assert describe_blank_lines([train, data / "MRPC" / "dev.tsv", None]) == [
+        f"{train}: 3 blank lines between records, skipped (lines 3, 5, 6)"
+    ]
+    (tmp_path / "train.csv").write_text("text,label\n\ngood,1\n")
+    assert describe_blank_lines([tmp_path / "train.csv"]) == []

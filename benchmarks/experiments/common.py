@@ -1,6 +1,6 @@
 """Shared settings of the pre-training experiments: one corpus split, one model size, one schedule, one seed.
 
-Every experiment trains through `hf-roformer pretrain mlm` (hf_roformer.training.pretrain.main) and copies the
+Every experiment trains through `hf-roformer pretrain mlm` (`hf_roformer_cli.run`, in this process) and copies the
 Trainer's log history to `benchmarks/results/experiments/`, where `plot_experiments.py` reads it.
 """
 
@@ -19,7 +19,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "experiments"
 FIGURES = ROOT / "docs" / "experiments"
 sys.path.insert(0, str(ROOT))
 
-from hf_roformer.training.pretrain import main as pretrain  # noqa: E402
+import hf_roformer_cli  # noqa: E402
 from hf_roformer.training.pretrain import parse_stages, stage_directory  # noqa: E402
 
 
@@ -47,7 +47,9 @@ def environment() -> dict:
 def run(name: str, output_dir: Path, stages: str, *extra: str) -> dict:
     """Pre-train (or finish pre-training) one arm and record its curves as `RESULTS/<name>.json`."""
     torch.set_num_threads(2)
-    metrics = pretrain(["--output_dir", str(output_dir), "--stages", stages, *SIZE, *COMMON, *extra])
+    metrics = hf_roformer_cli.run(
+        ["pretrain", "mlm", "--output_dir", str(output_dir), "--stages", stages, *SIZE, *COMMON, *extra]
+    )
     history = []
     for index, stage in enumerate(parse_stages(stages)):
         state = stage_directory(output_dir, index, stage) / "final" / "trainer_state.json"

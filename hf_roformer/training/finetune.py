@@ -1,5 +1,6 @@
-"""Fine-tuning a RoFormer for sequence classification with transformers' `Trainer`: the run every task shares (GLUE,
-one's own text files, CAIL2019-SCM; see `tasks.py`), from the first check to the model card.
+"""Fine-tuning with transformers' `Trainer`: any task (`tasks/`: GLUE, one's own text files, CAIL2019-SCM, the
+demo's reviews) on the run skeleton every training command shares (`training_run.py`), from the first check to the
+model card.
 
 `fine_tune` works in this order, so that a mistake stops the run before anything is read or written:
 
@@ -8,8 +9,8 @@ one's own text files, CAIL2019-SCM; see `tasks.py`), from the first check to the
    `overwrite_output_dir`; the same arguments resume an interrupted run or find it finished);
 3. the tokenizer is loaded and `max_seq_length` checked against its special tokens; an upload is checked against
    the Hub;
-4. the task's data are read and validated (`load_task`);
-5. the run record is written, the texts are encoded, and a summary says what will happen; then the Trainer trains
+4. the task's data are read and validated (`load_task`), and the model with the task's head is loaded;
+5. the run record is written, the examples are encoded, and a summary says what will happen; then the Trainer trains
    (resuming from the last complete checkpoint), evaluates and predicts, and the model card and the finished marker
    are written last. Ctrl-C raises `RunInterrupted`, which says where a rerun resumes.
 
@@ -17,6 +18,7 @@ Messages go to the `hf_roformer` logger (INFO: what happens; WARNING: what needs
 only; the command line prints them.
 """
 
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -24,32 +26,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import transformers
-from transformers import (
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    DataCollatorWithPadding,
-    TrainingArguments,
-)
+from transformers import AutoConfig, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import SaveStrategy
 
 from .. import __version__
 from ..pretrained.sources import ModelSource, check_hub_upload, resolve_model_source
-from ..utils.errors import HubError, UsageError
+from ..utils.errors import HubError
 from ..utils.logs import transformers_warnings_off
 from .batching import LengthAwareTrainer
 from .cards import evaluation_results, push_with_model_card, write_fine_tuning_card
-from .checkpoints import SaveAfterEpochEnd, resume_checkpoint, train_with_interruption, write_finished
-from .distributed import prepare_distributed_training, save_full_model, start_deepspeed_communication
+from .distributed import start_deepspeed_communication
 from .lengths import (
     beyond_trained_length_note,
     check_sequence_length,
     record_trained_length,
     set_model_max_length,
 )
-from .progress import show_progress_as_lines
-from .runs import RunStart, prepare_run_directory, write_run_record
-from .tasks import TaskData
-from .texts import tokenize
+from .tasks import Head, Task
+from .training_run import TrainingRun, metric_line
 
 
 logger = logging.getLogger(__name__)
@@ -62,7 +56,9 @@ HEAD_NAMES = {"cls": "masked-LM", "qa_outputs": "question-answering", "classifie
 
 @dataclass
 class ModelOptions:
-    """Which checkpoint to fine-tune and how its inputs are encoded (transformers' `run_glue.py` names)."""
+    """Which checkpoint to fine-tune and how its inputs are encoded (transformers' `run_glue.py` names), plus
+    `config_overrides` (configuration values set on top of the checkpoint's, as `run_mlm.py`'s) and `from_scratch`
+    (the checkpoint's architecture with random weights)."""
 
     model_name_or_path: str
     tokenizer_name: str | None = None
@@ -75,6 +71,8 @@ class ModelOptions:
     token: str | None = None
     trust_remote_code: bool = False
     ignore_mismatched_sizes: bool = False
+    config_overrides: dict | None = None
+    from_scratch: bool = False
 
     def hub_kwargs(self) -> dict:
         """`from_pretrained` keyword arguments for Hub downloads and remote code."""
@@ -99,6 +97,12 @@ class Batching:
     token_budget: int | None = DEFAULT_TOKEN_BUDGET
     sort_evaluation: bool = True
 
+    def trainer_class(self) -> Callable:
+        """The Trainer that lays batches out this way."""
+        return functools.partial(
+            LengthAwareTrainer, token_budget=self.token_budget, sort_evaluation=self.sort_evaluation
+        )
+
     def describe(self) -> str:
         """The run summary's line."""
         training = (
@@ -120,45 +124,48 @@ class Phases:
     predict: bool = True
 
 
-def load_model(model_source: ModelSource, model_options: ModelOptions, seed: int, **config_overrides):
-    """The sequence-classification model (registered classes or remote code), its new head initialized under `seed`
-    so every run (and every process of a distributed run) starts from the same weights; and the load report's
-    findings, which the caller states in its own words."""
+def load_model(model_source: ModelSource, model_options: ModelOptions, seed: int, head: Head):
+    """The model with the task's head (registered classes or remote code), the head initialized under `seed` so every
+    run (and every process of a distributed run) starts from the same weights; and the load report's findings, which
+    the caller states in its own words (None for a model built from scratch)."""
     transformers.set_seed(seed)
-    rope = {} if model_options.rope_parameters is None else {"rope_parameters": model_options.rope_parameters}
+    settings = {**head.config, **(model_options.config_overrides or {})}
+    if model_options.rope_parameters is not None:
+        settings["rope_parameters"] = model_options.rope_parameters
+    options = {**model_options.hub_kwargs(), **model_source.load_kwargs}
     with transformers_warnings_off():  # the report's findings are returned and described by `describe_head`
-        model, info = AutoModelForSequenceClassification.from_pretrained(
+        if model_options.from_scratch:
+            config = AutoConfig.from_pretrained(model_source.path, **options, **settings)
+            return head.auto_class.from_config(config, trust_remote_code=model_options.trust_remote_code), None
+        return head.auto_class.from_pretrained(
             model_source.path,
             ignore_mismatched_sizes=model_options.ignore_mismatched_sizes,
             output_loading_info=True,
-            **model_options.hub_kwargs(),
-            **model_source.load_kwargs,
-            **rope,
-            **config_overrides,
+            **options,
+            **settings,
         )
-    return model, info
 
 
-def describe_head(model, info: dict, label_names: tuple[str, ...] | None) -> list[tuple[int, str]]:
-    """What loading the checkpoint into the classification model did, as (log level, message) lines: a new head (the
-    usual case when starting from a pre-trained encoder; the checkpoint's masked-LM head then goes unused), the head of
-    a fine-tuned checkpoint, and, as a warning, any encoder weight the checkpoint lacked."""
-    head_prefixes = ("classifier.",)
+def describe_head(model, info: dict, head: Head) -> list[tuple[int, str]]:
+    """What loading the checkpoint into the model with the task's head did, as (log level, message) lines: a new head
+    (the usual case when starting from a pre-trained encoder; the checkpoint's masked-LM head then goes unused), the
+    head of a fine-tuned checkpoint, and, as a warning, any encoder weight the checkpoint lacked."""
     missing = sorted(str(key) for key in info.get("missing_keys") or [])
     unused = sorted(str(key) for key in info.get("unexpected_keys") or [] if "embed_positions" not in str(key))
     mismatched = sorted(str(key[0] if isinstance(key, tuple) else key) for key in info.get("mismatched_keys") or [])
-    new_head = [key for key in missing if key.startswith(head_prefixes)]
+    new_head = [key for key in missing if key.startswith(head.weight_prefixes)]
     lines = []
     labels = model.config.num_labels
-    names = f" ({', '.join(map(str, label_names))})" if label_names and len(label_names) <= 8 else ""
-    if new_head or any(key.startswith(head_prefixes) for key in mismatched):
+    names = head.label_names
+    listed = f" ({', '.join(map(str, names))})" if names and len(names) <= 8 else ""
+    if new_head or any(key.startswith(head.weight_prefixes) for key in mismatched):
         unused_heads = sorted({HEAD_NAMES.get(key.split(".")[0], key.split(".")[0] + ".*") for key in unused})
         note = f"; the checkpoint's {' and '.join(unused_heads)} head goes unused" if unused_heads else ""
-        kind = "regression" if labels == 1 and model.config.problem_type == "regression" else f"{labels} labels{names}"
-        lines.append((logging.INFO, f"new classification head: {kind}{note}"))
+        kind = "regression" if labels == 1 and model.config.problem_type == "regression" else f"{labels} labels{listed}"
+        lines.append((logging.INFO, f"new {head.name} head: {kind}{note}"))
     else:
-        lines.append((logging.INFO, f"classification head from the checkpoint: {labels} labels{names}"))
-    encoder_missing = [key for key in missing if not key.startswith(head_prefixes)]
+        lines.append((logging.INFO, f"{head.name} head from the checkpoint: {labels} labels{listed}"))
+    encoder_missing = [key for key in missing if not key.startswith(head.weight_prefixes)]
     if encoder_missing:
         shown = ", ".join(encoder_missing[:5]) + (" ..." if len(encoder_missing) > 5 else "")
         lines.append(
@@ -180,7 +187,12 @@ def planned_steps(training_args: TrainingArguments, train_examples: int) -> tupl
     return math.ceil(training_args.num_train_epochs * steps_per_epoch), training_args.num_train_epochs
 
 
-def describe_data(task: TaskData, encoded: dict, max_length: int) -> str:
+def sequence_length(input_ids: list) -> int:
+    """The tokens of an encoded example: of its longest sequence when it holds several (multiple choice)."""
+    return max(map(len, input_ids)) if input_ids and isinstance(input_ids[0], list) else len(input_ids)
+
+
+def describe_data(encoded: dict, max_length: int) -> str:
     """Examples per split and how many texts the length limit cuts."""
     counts = ", ".join(f"{len(data):,} {split}" for split, data in encoded.items())
     truncated = sum(sum(data["truncated"]) for data in encoded.values())
@@ -189,19 +201,26 @@ def describe_data(task: TaskData, encoded: dict, max_length: int) -> str:
     return f"examples: {counts}; inputs cut to {max_length} tokens: {cut}"
 
 
-def metric_line(prefix: str, metrics: dict[str, float]) -> str:
-    """`eval: accuracy 0.8700, f1 0.8650, loss 0.3120` from the metrics of one evaluation."""
-    shown = {
-        name.removeprefix(prefix + "_"): value
-        for name, value in metrics.items()
-        if name.startswith(prefix + "_") and not name.endswith(("_runtime", "_per_second", "epoch"))
-    }
-    return f"{prefix}: " + ", ".join(f"{name} {value:.4f}" for name, value in shown.items())
+def describe_training(training_args: TrainingArguments, train_examples: int, checkpoint: Path | None) -> list[str]:
+    """The summary's lines about training: steps and batch, where checkpoints go, where it resumes."""
+    steps, epochs = planned_steps(training_args, train_examples)
+    processes = max(training_args.world_size, 1)
+    batch = f"batch {training_args.per_device_train_batch_size} x {processes} process(es)"
+    if training_args.gradient_accumulation_steps > 1:
+        batch += f" x {training_args.gradient_accumulation_steps} accumulated"
+    saving = training_args.save_strategy != SaveStrategy.NO
+    kept = f", checkpoints in {training_args.output_dir}/" if saving else ", no checkpoints (--save_strategy no)"
+    lines = [f"training: {steps:,} steps ({epochs:g} epochs, {batch}){kept}"]
+    if checkpoint is not None:
+        explicit = training_args.resume_from_checkpoint is not None
+        source = "as --resume_from_checkpoint asks" if explicit else "the last complete checkpoint"
+        lines.append(f"resuming from {checkpoint}, {source}")
+    return lines
 
 
 def fine_tune(
     command: str,
-    load_task: Callable[[], TaskData],
+    load_task: Callable[[], Task],
     model_options: ModelOptions,
     training_args: TrainingArguments,
     phases: Phases,
@@ -210,15 +229,14 @@ def fine_tune(
     inputs: dict[str, object] | None = None,
     overwrite_output_dir: bool = False,
     batching: Batching = Batching(),
+    trainer_class: Callable | None = None,
 ) -> dict[str, float]:
     """Run fine-tuning task `command` (e.g. "finetune glue") as the module describes and return its metrics.
 
     `arguments` are the command's arguments that decide the result (recorded in the output directory: a rerun with
     other ones is refused unless `overwrite_output_dir`); `inputs` the local files and directories it reads (the
-    output directory must stay apart from them).
+    output directory must stay apart from them). `trainer_class` replaces the length-aware Trainer of `batching`.
     """
-    main_process = training_args.process_index == 0
-    output_dir = Path(training_args.output_dir)
     model_source = model_options.resolve(model_options.model_name_or_path, "--model_name_or_path")
     tokenizer_source = (
         model_source
@@ -230,26 +248,10 @@ def fine_tune(
         "tokenizer": tokenizer_source.path if tokenizer_source.local else None,
         **(inputs or {}),
     }
-    with training_args.main_process_first(local=False, desc="output directory check"):
-        run = prepare_run_directory(
-            output_dir, command, arguments, local_inputs, overwrite_output_dir, is_main_process=main_process
-        )
-    if run.start is RunStart.FINISHED and phases.train:
-        if main_process:
-            logger.info(
-                f"{output_dir} holds this run, finished, with the same arguments: nothing to do "
-                "(--overwrite_output_dir runs it again)"
-            )
-            for prefix in ("eval", "test"):
-                if any(name.startswith(prefix + "_") for name in run.finished.get("metrics", {})):
-                    logger.info(metric_line(prefix, run.finished["metrics"]))
-        return run.finished.get("metrics", {})
-    checkpoint = None
-    if phases.train and (run.start is RunStart.RESUME or training_args.resume_from_checkpoint is not None):
-        try:
-            checkpoint = resume_checkpoint(output_dir, training_args.resume_from_checkpoint, training_args.world_size)
-        except ValueError as error:
-            raise UsageError(str(error)) from None
+    run = TrainingRun.open(command, arguments, training_args, local_inputs, overwrite_output_dir)
+    if run.finished is not None and phases.train:
+        return run.nothing_to_do()
+    checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if phases.train else None
 
     with transformers_warnings_off():
         tokenizer = AutoTokenizer.from_pretrained(
@@ -259,126 +261,131 @@ def fine_tune(
     if training_args.push_to_hub and phases.train:
         check_hub_upload(token=training_args.hub_token)
     task = load_task()
-    if any("text_b" in data.column_names for data in task.raw.values()):
-        check_sequence_length(tokenizer, model_options.max_seq_length, pairs=True)
+    task.inputs.check(tokenizer, model_options.max_seq_length, task.raw)
 
     start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
-    model, info = load_model(model_source, model_options, training_args.seed, **task.model_kwargs)
-    if main_process:
-        write_run_record(output_dir, command, arguments, __version__)
+    model, info = load_model(model_source, model_options, training_args.seed, task.head)
+    run.begin(__version__)
     encoded = {
-        split: tokenize(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
+        split: task.inputs.encode(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
         for split, data in task.raw.items()
     }
-    lengths = [len(ids) for data in encoded.values() for ids in data["input_ids"]]
+    lengths = [sequence_length(ids) for data in encoded.values() for ids in data["input_ids"]]
     longer = sum(length > model.config.max_position_embeddings for length in lengths)
     note = beyond_trained_length_note(model.config, model_options.max_seq_length, longer, len(lengths))
     if phases.train:  # the model is trained at this length: saved with it, and its tokenizer truncates there
         record_trained_length(model.config, model_options.max_seq_length)
     set_model_max_length(tokenizer, model.config, model_options.model_max_length)
-    if main_process:
+    if run.main_process:
         logger.info(f"fine-tuning {model_options.model_name_or_path} on {task.description}")
-        logger.info(describe_data(task, encoded, model_options.max_seq_length))
+        logger.info(describe_data(encoded, model_options.max_seq_length))
+        for line in task.notes:
+            logger.info(line)
         if note:
             logger.info(f"note: {note}")
-        if checkpoint is None:
-            for level, line in describe_head(model, info, task.label_names):
+        if model_options.from_scratch:
+            logger.info(f"random weights: the architecture of {model_options.model_name_or_path}")
+        elif checkpoint is None:
+            for level, line in describe_head(model, info, task.head):
                 logger.log(level, line)
-        if phases.train:
+        if phases.train and trainer_class is None:
             logger.info(batching.describe())
     encoded = {split: data.remove_columns("truncated") for split, data in encoded.items()}
     first_evaluation = task.evaluation[0][0]
-    trainer = LengthAwareTrainer(
+    trainer = run.trainer(
+        trainer_class or batching.trainer_class(),
         model=model,
-        args=training_args,
         train_dataset=encoded["train"],
         eval_dataset=encoded[first_evaluation],
         processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer),
+        data_collator=task.inputs.collator(tokenizer),
         compute_metrics=task.metrics_for(first_evaluation),
-        callbacks=[SaveAfterEpochEnd()],
-        token_budget=batching.token_budget,
-        sort_evaluation=batching.sort_evaluation,
     )
-    show_progress_as_lines(trainer)
-    prepare_distributed_training(trainer)
     metrics: dict[str, float] = {}
     written: list[str] = []
     trained = False
     if phases.train:
-        steps, epochs = planned_steps(training_args, len(encoded["train"]))
-        if main_process:
-            processes = max(training_args.world_size, 1)
-            batch = f"batch {training_args.per_device_train_batch_size} x {processes} process(es)"
-            if training_args.gradient_accumulation_steps > 1:
-                batch += f" x {training_args.gradient_accumulation_steps} accumulated"
-            saving = training_args.save_strategy != SaveStrategy.NO
-            kept = f", checkpoints in {output_dir}/" if saving else ", no checkpoints (--save_strategy no)"
-            logger.info(f"training: {steps:,} steps ({epochs:g} epochs, {batch}){kept}")
-            if checkpoint is not None:
-                explicit = training_args.resume_from_checkpoint is not None
-                source = "as --resume_from_checkpoint asks" if explicit else "the last complete checkpoint"
-                logger.info(f"resuming from {checkpoint}, {source}")
-        result = train_with_interruption(trainer, checkpoint, output_dir)
+        if run.main_process:
+            for line in describe_training(training_args, len(encoded["train"]), checkpoint):
+                logger.info(line)
+        result = run.train(trainer, checkpoint)
         trained = trainer.state.global_step > 0
-        save_full_model(trainer)
-        trainer.save_metrics("train", result.metrics)
-        trainer.save_state()
+        run.save_model(trainer)
+        with run.writing():
+            trainer.save_metrics("train", result.metrics)
+            trainer.save_state()
         written += ["model", "tokenizer", "train_results.json", "trainer_state.json"]
     if phases.evaluate:
         for split, prefix in task.evaluation:
             trainer.compute_metrics = task.metrics_for(split)
             evaluated = trainer.evaluate(encoded[split], metric_key_prefix=prefix)
             metrics.update(evaluated)
-            if main_process:
+            if run.main_process:
                 logger.info(metric_line(prefix, evaluated))
-        trainer.save_metrics("eval", metrics)
+        with run.writing():
+            trainer.save_metrics("eval", metrics)
         written.append("eval_results.json")
     if phases.predict:
-        test_metrics = {}
-        for split in task.tests:  # every process predicts (a collective operation), one writes
-            labelled = "label" in task.raw[split].column_names
-            trainer.compute_metrics = task.metrics_for(split) if labelled else None
-            prefix = "test" if split == "test" else split
-            output = trainer.predict(encoded[split], metric_key_prefix=prefix)
-            if labelled:
-                scores = {k: v for k, v in output.metrics.items() if not k.endswith(("_runtime", "_second"))}
-                test_metrics.update(scores)
-                if main_process:
-                    logger.info(metric_line(prefix, scores))
-            if trainer.is_world_process_zero():
-                written += task.write_predictions(split, output.predictions, output_dir)
-        if test_metrics:
-            trainer.save_metrics("test", test_metrics)
-            metrics.update(test_metrics)
-            written.append("test_results.json")
+        written += predict(run, trainer, task, encoded, metrics)
 
     def write_card():
-        results = evaluation_results(metrics)
-        return write_fine_tuning_card(trainer, model_options.model_name_or_path, results=results, **task.card)
+        return write_fine_tuning_card(
+            trainer,
+            None if model_options.from_scratch else model_options.model_name_or_path,
+            results=evaluation_results(metrics),
+            from_scratch=model_options.from_scratch,
+            architecture_of=Path(model_source.path).name if model_options.from_scratch else None,
+            note=task.card_note(metrics) if task.card_note is not None else None,
+            tasks=task.head.pipeline_tag,
+            **task.card,
+        )
 
-    if trained and trainer.is_world_process_zero():
-        write_card()
+    if trained:
+        run.write_card(write_card)
         written.append("model card (README.md)")
-        files = [name for name in (*WEIGHTS_AND_TOKENIZER, "README.md") if (output_dir / name).exists()]
-        record = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
-        write_finished(output_dir, record, files)
-    if trainer.is_world_process_zero():
+        finished = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
+        run.finish(finished, [*WEIGHTS_AND_TOKENIZER, "README.md"])
+    if run.main_process:
         report_end(model_options, task, trainer, phases, trained, written)
     if trained and training_args.push_to_hub:
         try:
             push_with_model_card(trainer, write_card)
         except Exception as error:  # any failure of the upload: the trained model is safe on disk either way
             raise HubError(
-                f"the model is saved in {output_dir}, but the upload to the Hub failed ({type(error).__name__}: "
+                f"the model is saved in {run.output_dir}, but the upload to the Hub failed ({type(error).__name__}: "
                 f"{error}); upload the directory later with `hf upload`"
             ) from error
-        if trainer.is_world_process_zero():
+        if run.main_process:
             logger.info(f"uploaded to https://huggingface.co/{trainer.hub_model_id}")
     return metrics
 
 
-def report_end(model_options: ModelOptions, task: TaskData, trainer, phases: Phases, trained: bool, written: list):
+def predict(run: TrainingRun, trainer, task: Task, encoded: dict, metrics: dict) -> list[str]:
+    """Predict the task's test splits (every process: a collective operation), write the predictions on the main one,
+    score the labelled ones into `metrics` (and `test_results.json`); returns the files written."""
+    written, test_metrics = [], {}
+    for split in task.tests:
+        labelled = "label" in task.raw[split].column_names
+        trainer.compute_metrics = task.metrics_for(split) if labelled else None
+        prefix = "test" if split == "test" else split
+        output = trainer.predict(encoded[split], metric_key_prefix=prefix)
+        if labelled:
+            scores = {k: v for k, v in output.metrics.items() if not k.endswith(("_runtime", "_second"))}
+            test_metrics.update(scores)
+            if run.main_process:
+                logger.info(metric_line(prefix, scores))
+        if run.main_process:
+            with run.writing():
+                written += task.write_predictions(split, output.predictions, run.output_dir)
+    if test_metrics:
+        with run.writing():
+            trainer.save_metrics("test", test_metrics)
+        metrics.update(test_metrics)
+        written.append("test_results.json")
+    return written
+
+
+def report_end(model_options: ModelOptions, task: Task, trainer, phases: Phases, trained: bool, written: list):
     """The closing line: what happened and where everything went, and nothing that did not happen."""
     output_dir = trainer.args.output_dir
     files = ", ".join(written)

@@ -7,10 +7,12 @@ masking. A schedule such as `--stages 128:32:1000,512:8:200` runs one Trainer pe
 each starting from the previous stage's weights, like the paper's multi-stage pre-training (table 4). Every stage
 writes `stage-N-lenL/` (Trainer checkpoints, `final/` with the weights, `trainer_state.json` with the loss and accuracy
 curves and `eval_results.json`, then `finished.json`, written last). The same command started again skips the stages
-that have their `finished.json`, and resumes an interrupted one from its last complete checkpoint (incomplete ones,
-left by a crash during a save, are skipped with a warning), ending with the weights of an uninterrupted run. The final
-model and tokenizer (whose `model_max_length` is the trained length) go to `--output_dir`, then its `finished.json`.
-Evaluation uses every validation block: `dataloader_drop_last` applies to training batches only.
+whose `finished.json` holds (every file it lists there, with its size), redoes a stage whose marker no longer holds,
+and resumes an interrupted one from its last complete checkpoint (incomplete ones, left by a crash during a save, are
+skipped with a warning), ending with the weights of an uninterrupted run. The final model and tokenizer (whose
+`model_max_length` is the trained length) go to `--output_dir`, then its `finished.json`. The output directory, the
+run record, the Trainers, Ctrl-C and the markers are the run skeleton's (`training_run.py`). Evaluation uses every
+validation block: `dataloader_drop_last` applies to training batches only.
 
 `--architecture bert` / `bert-linear` train transformers' BERT with learned absolute positions at the same sizes
 (softmax or linear attention), the baselines of the paper's convergence comparisons.
@@ -38,25 +40,12 @@ from ..utils.extras import require_extra
 from ..utils.logs import transformers_warnings_off
 from .baselines import bert_for_masked_lm
 from .cards import write_pretraining_card
-from .checkpoints import (
-    SaveAfterEpochEnd,
-    last_complete_checkpoint,
-    read_finished,
-    train_with_interruption,
-    write_finished,
-)
 from .corpus import char_vocabulary, peoples_daily_documents, read_documents, split_documents
-from .distributed import (
-    prepare_distributed_training,
-    save_full_model,
-    start_deepspeed_communication,
-    trained_model,
-)
+from .distributed import start_deepspeed_communication, trained_model
 from .lengths import beyond_trained_length_note, record_trained_length, set_model_max_length
 from .packing import encode_documents, pack_documents
-from .progress import show_progress_as_lines
-from .runs import RunStart, prepare_run_directory, write_run_record
 from .smoke import announce_smoke_run, smoke_run
+from .training_run import TrainingRun
 from .whole_word_masking import (
     IGNORE_INDEX,
     VALIDATION_EPOCH,
@@ -260,8 +249,6 @@ def run_pretraining(
     stages = check_options(options)
     if arguments is None:
         arguments = {**dataclasses.asdict(options), **training_args.to_dict()}
-    main_process = training_args.process_index == 0
-    output_dir = Path(training_args.output_dir)
     model_source = resolve_model_source(options.model, "--model") if options.model else None
     tokenizer_name = options.tokenizer or options.model
     tokenizer_source = resolve_model_source(tokenizer_name, "--tokenizer") if tokenizer_name else None
@@ -273,15 +260,9 @@ def run_pretraining(
     for kind, paths in (("training file", options.train_files), ("validation file", options.validation_files)):
         for index, path in enumerate(paths or []):
             inputs[f"{kind} {index + 1}" if index else kind] = path
-    with training_args.main_process_first(local=False, desc="output directory check"):
-        run = prepare_run_directory(
-            output_dir, COMMAND, arguments, inputs, overwrite_output_dir, is_main_process=main_process
-        )
-    if run.start is RunStart.FINISHED:
-        if main_process:
-            logger.info(f"{output_dir} holds this pre-training run, finished, with the same arguments: nothing to do "
-                        "(--overwrite_output_dir runs it again)")  # fmt: skip
-        return run.finished.get("metrics", {})
+    run = TrainingRun.open(COMMAND, arguments, training_args, inputs, overwrite_output_dir)
+    if run.finished is not None:
+        return run.nothing_to_do()
 
     transformers.set_seed(training_args.seed)
     train_documents, validation_documents = load_corpus(options, training_args.seed)
@@ -294,15 +275,14 @@ def run_pretraining(
         raise UsageError(f"--tokenizer {tokenizer_name}: the tokenizer has no mask token")
     start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
     model = build_model(options, tokenizer, stages, model_source)
-    if main_process:
-        write_run_record(output_dir, COMMAND, arguments, __version__)
+    run.begin(__version__)
     encoded = {
         "train": encode_documents(train_documents, tokenizer),
         "validation": encode_documents(validation_documents, tokenizer),
     }
     collator = ChineseWholeWordMaskCollator(tokenizer, mlm_probability=options.mlm_probability, seed=training_args.seed)
     corpus = describe_corpus(options, len(train_documents), len(validation_documents))
-    if main_process:
+    if run.main_process:
         parameters = sum(parameter.numel() for parameter in model.parameters())
         logger.info(f"pre-training {type(model).__name__} ({parameters / 1e6:.1f}M parameters, vocabulary "
                     f"{len(tokenizer):,}) on {corpus}")  # fmt: skip
@@ -313,81 +293,85 @@ def run_pretraining(
             note = beyond_trained_length_note(model.config, max(stage.max_length for stage in stages))
             if note:
                 logger.info(f"note: {note}")
-    metrics: dict[str, float] = {}
     history: list[dict] = []
     for index, stage in enumerate(stages):
-        directory = stage_directory(output_dir, index, stage)
-        final = directory / "final"
-        done = read_finished(directory)
-        if done is not None:  # finished in an earlier run
-            with transformers_warnings_off():
-                model = AutoModelForMaskedLM.from_pretrained(final)
-            metrics = done["metrics"]
-            history.append({"stage": dataclasses.asdict(stage), "metrics": metrics})
-            if main_process:
-                logger.info(f"stage {index + 1} ({stage.max_length} tokens): finished in an earlier run, its weights "
-                            f"loaded from {final}")  # fmt: skip
-            continue
-        blocks = {
-            split: pack_documents(data, stage.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
-            for split, data in encoded.items()
-        }
-        stage_args = dataclasses.replace(
-            training_args,
-            output_dir=str(directory),
-            per_device_train_batch_size=stage.batch_size,
-            max_steps=stage.steps,
-            remove_unused_columns=False,  # the collator needs `word_ids`, which the model does not take
-        )
-        set_model_max_length(tokenizer, model.config)  # what the checkpoints of this stage save with the tokenizer
-        trainer = PretrainingTrainer(
-            model=model,
-            args=stage_args,
-            train_dataset=blocks["train"],
-            eval_dataset=premasked(blocks["validation"], collator, training_args.seed),
-            processing_class=tokenizer,
-            data_collator=collator,
-            compute_metrics=mlm_accuracy,
-            preprocess_logits_for_metrics=argmax_logits,
-            callbacks=[MaskingEpochCallback(collator), SaveAfterEpochEnd()],
-        )
-        show_progress_as_lines(trainer)
-        prepare_distributed_training(trainer)
-        checkpoint = last_complete_checkpoint(directory, training_args.world_size)
-        if main_process:
-            resumed = f", resuming from {checkpoint}" if checkpoint is not None else ""
-            logger.info(f"stage {index + 1}: {len(blocks['train']):,} training blocks of up to {stage.max_length} "
-                        f"tokens{resumed}")  # fmt: skip
-        train_with_interruption(trainer, checkpoint, directory)
-        metrics = trainer.evaluate()
-        if isinstance(trainer.model, HfRoFormerForMaskedLM):  # the length it has now been trained at
-            record_trained_length(trainer.model.config, stage.max_length)
-        set_model_max_length(tokenizer, trainer.model.config)
-        save_full_model(trainer, str(final))  # on every process: sharded weights are gathered for it
-        if trainer.is_world_process_zero():
-            trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
-            (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
-            files = [f"final/{name}" for name in ("config.json", "model.safetensors", "eval_results.json")]
-            write_finished(directory, {"stage": dataclasses.asdict(stage), "metrics": metrics}, files)
-            logger.info(f"stage {index + 1} ({stage.max_length} tokens): masked-token accuracy "
-                        f"{metrics['eval_accuracy']:.2%}, loss {metrics['eval_loss']:.3f}")  # fmt: skip
+        model, metrics = run_stage(run, index, stage, model, tokenizer, encoded, collator)
         history.append({"stage": dataclasses.asdict(stage), "metrics": metrics})
-        model = trained_model(trainer, final)
-    if main_process:
-        set_model_max_length(tokenizer, model.config)
-        model.save_pretrained(output_dir)
-        tokenizer.save_pretrained(output_dir)
-        (output_dir / "pretraining_stages.json").write_text(
-            json.dumps([dataclasses.asdict(stage) for stage in stages], indent=2)
-        )
-        write_pretraining_card(output_dir, model, tokenizer, corpus, history)
-        files = ["config.json", "model.safetensors", "tokenizer_config.json", "README.md"]
-        record = {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics}
-        write_finished(output_dir, record, files)
+    if run.main_process:
+        with run.writing():
+            set_model_max_length(tokenizer, model.config)
+            model.save_pretrained(run.output_dir)
+            tokenizer.save_pretrained(run.output_dir)
+            (run.output_dir / "pretraining_stages.json").write_text(
+                json.dumps([dataclasses.asdict(stage) for stage in stages], indent=2)
+            )
+        run.write_card(lambda: write_pretraining_card(run.output_dir, model, tokenizer, corpus, history))
+        finished = {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics}
+        run.finish(finished, ["config.json", "model.safetensors", "tokenizer_config.json", "README.md"])
         logger.info(f"pre-trained {type(model).__name__} in {len(stages)} stage(s): masked-token accuracy "
                     f"{metrics.get('eval_accuracy', float('nan')):.2%} on {len(validation_documents):,} held-out "
-                    f"documents; model, tokenizer and card in {output_dir}/")  # fmt: skip
+                    f"documents; model, tokenizer and card in {run.output_dir}/")  # fmt: skip
     return metrics
+
+
+def run_stage(run: TrainingRun, index: int, stage: Stage, model, tokenizer, encoded: dict, collator):
+    """Stage `index` of the run, in its own directory: skipped when its finished marker holds (its weights are
+    loaded), else trained from the previous stage's weights, resuming from its last complete checkpoint, evaluated,
+    and saved to `final/` with its curves, results and marker. Returns the model after the stage and its metrics."""
+    directory = stage_directory(run.output_dir, index, stage)
+    final = directory / "final"
+    done = run.finished_stage(directory)
+    if done is not None:  # finished in an earlier run, its outputs whole
+        with transformers_warnings_off():
+            model = AutoModelForMaskedLM.from_pretrained(final)
+        if run.main_process:
+            logger.info(f"stage {index + 1} ({stage.max_length} tokens): finished in an earlier run, its weights "
+                        f"loaded from {final}")  # fmt: skip
+        return model, done["metrics"]
+    blocks = {
+        split: pack_documents(data, stage.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
+        for split, data in encoded.items()
+    }
+    stage_args = dataclasses.replace(
+        run.args,
+        output_dir=str(directory),
+        per_device_train_batch_size=stage.batch_size,
+        max_steps=stage.steps,
+        remove_unused_columns=False,  # the collator needs `word_ids`, which the model does not take
+    )
+    set_model_max_length(tokenizer, model.config)  # what the checkpoints of this stage save with the tokenizer
+    trainer = run.trainer(
+        PretrainingTrainer,
+        args=stage_args,
+        model=model,
+        train_dataset=blocks["train"],
+        eval_dataset=premasked(blocks["validation"], collator, run.args.seed),
+        processing_class=tokenizer,
+        data_collator=collator,
+        compute_metrics=mlm_accuracy,
+        preprocess_logits_for_metrics=argmax_logits,
+        callbacks=[MaskingEpochCallback(collator)],
+    )
+    checkpoint = run.resume_point(directory)
+    if run.main_process:
+        resumed = f", resuming from {checkpoint}" if checkpoint is not None else ""
+        logger.info(f"stage {index + 1}: {len(blocks['train']):,} training blocks of up to {stage.max_length} "
+                    f"tokens{resumed}")  # fmt: skip
+    run.train(trainer, checkpoint)
+    metrics = trainer.evaluate()
+    if isinstance(trainer.model, HfRoFormerForMaskedLM):  # the length it has now been trained at
+        record_trained_length(trainer.model.config, stage.max_length)
+    set_model_max_length(tokenizer, trainer.model.config)
+    run.save_model(trainer, final)
+    if run.main_process:
+        with run.writing(final):
+            trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
+            (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
+        files = [f"final/{name}" for name in ("config.json", "model.safetensors", "eval_results.json")]
+        run.finish({"stage": dataclasses.asdict(stage), "metrics": metrics}, files, directory)
+        logger.info(f"stage {index + 1} ({stage.max_length} tokens): masked-token accuracy "
+                    f"{metrics['eval_accuracy']:.2%}, loss {metrics['eval_loss']:.3f}")  # fmt: skip
+    return trained_model(trainer, final), metrics
 
 
 def describe_corpus(options: PretrainOptions, train: int, validation: int) -> str:

@@ -1,7 +1,7 @@
 """Output directories that never cost the user anything: an output that equals, contains or lies inside one of the
 command's inputs is refused whatever the flags, and an existing output is replaced (`--force`,
-`--overwrite_output_dir`) only when it holds an earlier output of the same command, by removing what is inside it and
-nothing else."""
+`--overwrite_output_dir`) only when it holds an earlier output of the same command, by removing the files that
+command's record lists (`file_sizes` makes such a list) and nothing else: files the user put there stay."""
 
 import os
 import shutil
@@ -39,14 +39,63 @@ def check_apart_from_inputs(
         )
 
 
-def remove_contents(directory: str | os.PathLike) -> None:
-    """Empty `directory` (an earlier output the caller has identified as its own): every entry inside it is removed,
-    symbolic links as links (never what they point to); the directory itself stays."""
-    for entry in Path(directory).iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+def file_sizes(directory: str | os.PathLike) -> dict[str, int]:
+    """Every file under `directory` (a symbolic link counts as a file, never followed), as its path relative to
+    `directory` in POSIX form -> its size in bytes: what a command's record lists as written."""
+    root = Path(directory)
+    sizes = {}
+    for folder, subfolders, files in os.walk(root):
+        for name in sorted(files + [entry for entry in subfolders if (Path(folder) / entry).is_symlink()]):
+            path = Path(folder) / name
+            sizes[path.relative_to(root).as_posix()] = path.lstat().st_size
+    return dict(sorted(sizes.items()))
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.is_symlink() or path.exists():
+        path.unlink()
+
+
+def remove_listed(directory: str | os.PathLike, listed) -> list[str]:
+    """Remove from `directory` the entries of `listed` (relative POSIX paths: a file, or a folder as `name/`, which goes
+    whole), then each folder the removal left empty; everything else stays, and so does `directory` itself. Returns the
+    listed paths that were there."""
+    root = Path(directory)
+    removed, parents = [], set()
+    for name in sorted(listed):
+        path = root / name
+        if path.is_symlink() or path.exists():
+            _remove(path)
+            removed.append(name)
+        parents.update(parent for parent in (root / name.rstrip("/")).parents if root in parent.parents)
+    for parent in sorted(parents, key=lambda folder: len(folder.parts), reverse=True):
+        if parent.is_dir() and not parent.is_symlink() and not any(parent.iterdir()):
+            parent.rmdir()
+    return removed
+
+
+def unlisted_entries(directory: str | os.PathLike, listed) -> list[str]:
+    """The entries of `directory` that hold nothing `listed` names (relative POSIX paths; a folder as `name/` covers
+    everything in it): each one as high up as possible, so a folder of the user's is one entry."""
+    listed = set(listed)
+    covered = {name.rstrip("/") for name in listed}
+    ancestors = {parent.as_posix() for name in covered for parent in Path(name).parents if parent != Path(".")}
+
+    def walk(folder: Path, prefix: str) -> list[str]:
+        found = []
+        for entry in sorted(folder.iterdir()):
+            name = prefix + entry.name
+            if name in covered:
+                continue
+            if name in ancestors and entry.is_dir() and not entry.is_symlink():
+                found += walk(entry, name + "/")
+            else:
+                found.append(name)
+        return found
+
+    return walk(Path(directory), "") if Path(directory).is_dir() else []
 
 
 def is_empty_or_missing(directory: str | os.PathLike) -> bool:
@@ -55,4 +104,10 @@ def is_empty_or_missing(directory: str | os.PathLike) -> bool:
     return not path.exists() or (path.is_dir() and not any(path.iterdir()))
 
 
-__all__ = ["check_apart_from_inputs", "is_empty_or_missing", "remove_contents"]
+__all__ = [
+    "check_apart_from_inputs",
+    "file_sizes",
+    "is_empty_or_missing",
+    "remove_listed",
+    "unlisted_entries",
+]

@@ -1,0 +1,194 @@
+"""The run every training command shares (`finetune` with each of its tasks, `pretrain`, the demo): its output
+directory and the rules for running it again, its record, the Trainer, Ctrl-C and resume, the final save, the model
+card and the finished marker, written once here. A command supplies what is its own: its data, its model, its
+metrics and predictions (a fine-tuning task: `tasks/`), and the order of its stages.
+
+A command uses a `TrainingRun` in this order, so that a mistake stops it before anything is read or written:
+
+1. `TrainingRun.open(...)` checks the output directory (`run_directory.py`): never an input; an earlier run of other
+   arguments is refused unless `overwrite`; the same arguments resume an interrupted run or find it finished
+   (`finished`, `nothing_to_do()`);
+2. the command reads and checks its data and builds its model;
+3. `begin()` replaces an earlier run's files (only those its record lists) and writes the run record;
+4. `trainer(...)` builds a Trainer that saves checkpoints the way a resumed run needs (after an epoch's evaluation),
+   lists them in the record, prints progress as lines and applies FSDP or DeepSpeed as configured;
+5. `train(trainer)` resumes from the last complete checkpoint (`resume_point`) and turns Ctrl-C into
+   `RunInterrupted`, saying where a rerun resumes;
+6. `save_model(trainer)`, `writing()`, `write_card(...)` and `finish(...)` write the outputs, each listed in the record,
+   the finished marker last; a pre-training stage has a marker of its own (`finished_stage`).
+
+Messages go to the `hf_roformer` logger, on the main process only.
+"""
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+
+from transformers import TrainingArguments
+
+from ..utils.errors import UsageError
+from .checkpoints import (
+    SaveAfterEpochEnd,
+    holding_finished,
+    last_complete_checkpoint,
+    resume_checkpoint,
+    train_with_interruption,
+    write_finished,
+)
+from .distributed import prepare_distributed_training, save_full_model
+from .progress import show_progress_as_lines
+from .run_directory import RunDirectory, RunStart, begin_run_record, prepare_run_directory
+from .run_record import ListCheckpoints, RunRecord
+
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingRun:
+    """One run of command `command` (e.g. "finetune glue") in `training_args.output_dir`, whose `directory` has been
+    checked (`open` checks it): see the module. `arguments` are what decide its result (recorded)."""
+
+    def __init__(self, command: str, arguments: dict, training_args: TrainingArguments, directory: RunDirectory):
+        self.command, self.arguments, self.args = command, arguments, training_args
+        self.directory = directory
+        self.output_dir = directory.path
+        self.main_process = training_args.process_index == 0
+        self.record: RunRecord | None = None  # on the main process, once `begin` has written it
+
+    @classmethod
+    def open(
+        cls,
+        command: str,
+        arguments: dict,
+        training_args: TrainingArguments,
+        inputs: dict[str, object],
+        overwrite: bool = False,
+    ) -> "TrainingRun":
+        """The run, its output directory checked before anything is read or written (the main process first):
+        `inputs` are the local paths it reads (description -> path or None: the output directory must stay apart from
+        them); `overwrite` replaces an earlier run of other `arguments` (a rerun with them is refused otherwise).
+        Processes launched together that would each train alone (and race in one output directory) are refused."""
+        check_processes_train_together(training_args)
+        with training_args.main_process_first(local=False, desc="output directory check"):
+            directory = prepare_run_directory(
+                training_args.output_dir, command, arguments, inputs, overwrite, training_args.process_index == 0
+            )
+        return cls(command, arguments, training_args, directory)
+
+    @property
+    def finished(self) -> dict | None:
+        """The record of this very run, finished with its outputs whole (nothing to do), or None."""
+        return self.directory.finished if self.directory.start is RunStart.FINISHED else None
+
+    def nothing_to_do(self) -> dict[str, float]:
+        """Say that the output directory holds this run, finished, with its results, and return its metrics."""
+        metrics = self.finished.get("metrics", {})
+        if self.main_process:
+            logger.info(
+                f"{self.output_dir} holds this run, finished, with the same arguments: nothing to do "
+                "(--overwrite_output_dir runs it again)"
+            )
+            for prefix in ("eval", "test"):
+                if any(name.startswith(prefix + "_") for name in metrics):
+                    logger.info(metric_line(prefix, metrics))
+        return metrics
+
+    def resume_point(self, directory: str | os.PathLike | None = None, requested: str | None = None) -> Path | None:
+        """Where the Trainer writing into `directory` (default: the output directory) resumes: the checkpoint
+        `requested` (`--resume_from_checkpoint`, which must be complete), else, when this run was interrupted before,
+        its last complete checkpoint there; None to start from the beginning."""
+        directory = Path(directory or self.output_dir)
+        world_size = self.args.world_size
+        if requested is not None:
+            try:
+                return resume_checkpoint(directory, requested, world_size)
+            except ValueError as error:
+                raise UsageError(str(error)) from None
+        if self.directory.start is RunStart.NEW:
+            return None
+        return last_complete_checkpoint(directory, world_size)
+
+    def begin(self, version: str) -> None:
+        """Start writing: the files an earlier run being replaced wrote are removed (only those), and the run record is
+        written; the other processes wait for it."""
+        with self.args.main_process_first(local=False, desc="run record"):
+            if self.main_process:
+                self.record = begin_run_record(self.directory, self.command, self.arguments, version)
+
+    def trainer(self, trainer_class, *, args: TrainingArguments | None = None, callbacks=(), **kwargs):
+        """`trainer_class(args=..., callbacks=..., **kwargs)` (args: the run's) set up for this run: checkpoints that
+        fall on an epoch's end saved after its evaluation, each listed in the run record before it is written,
+        progress printed as lines, FSDP and DeepSpeed applied as configured. Pass every argument by keyword."""
+        callbacks = [*callbacks, SaveAfterEpochEnd(), ListCheckpoints(self.record)]  # after any that decides saves
+        trainer = trainer_class(args=args or self.args, callbacks=callbacks, **kwargs)
+        show_progress_as_lines(trainer)
+        prepare_distributed_training(trainer)
+        return trainer
+
+    def train(self, trainer, checkpoint: Path | None = None):
+        """`trainer.train()` from `checkpoint` (None: from the start) and its result; Ctrl-C raises `RunInterrupted`
+        naming the checkpoint a rerun of the same command resumes from."""
+        return train_with_interruption(trainer, checkpoint, trainer.args.output_dir)
+
+    @contextlib.contextmanager
+    def writing(self, folder: str | os.PathLike | None = None):
+        """Within it, the command writes outputs into `folder` (a path inside the output directory; None: the output
+        directory itself): whatever appears or changes there is listed in the run record (on the main process)."""
+        if self.record is None:
+            yield
+            return
+        inside = Path(folder or self.output_dir).absolute().relative_to(self.output_dir.absolute())
+        with self.record.writing(inside):
+            yield
+
+    def save_model(self, trainer, directory: str | os.PathLike | None = None) -> None:
+        """The trained model (and the Trainer's tokenizer) written whole to `directory` (default: the output
+        directory); every process calls it (sharded weights are gathered), the main one writes."""
+        with self.writing(directory):
+            save_full_model(trainer, None if directory is None else str(directory))
+
+    def write_card(self, write) -> Path | None:
+        """Call `write()` (which writes the model card and returns its path) on the main process."""
+        if not self.main_process:
+            return None
+        with self.writing():
+            return write()
+
+    def finished_stage(self, directory: str | os.PathLike) -> dict | None:
+        """The finished marker of a stage written into `directory`, when every file it lists is whole (else None,
+        with one line saying that the stage is done again)."""
+        return holding_finished(directory, announce=self.main_process)
+
+    def finish(self, record: dict, files: list[str], directory: str | os.PathLike | None = None) -> None:
+        """Write the finished marker (of the run, or of the stage in `directory`) vouching for `files` (relative to its
+        directory) with their sizes, last, on the main process."""
+        if not self.main_process:
+            return
+        directory = Path(directory or self.output_dir)
+        with self.writing(directory):
+            write_finished(directory, record, [name for name in files if (directory / name).exists()])
+
+
+def check_processes_train_together(training_args: TrainingArguments) -> None:
+    """Refuse a launch of several processes (`torchrun`, `accelerate launch`) that the Trainer would run as
+    independent single-process runs: on a machine without a GPU, accelerate joins CPU processes only when asked."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched > 1 and training_args.world_size == 1:
+        raise UsageError(
+            f"{launched} processes were launched (WORLD_SIZE={launched}), but each would train alone and all would "
+            f"write {training_args.output_dir}; without a GPU, pass --use_cpu so that they train together (gloo)"
+        )
+
+
+def metric_line(prefix: str, metrics: dict[str, float]) -> str:
+    """`eval: accuracy 0.8700, f1 0.8650, loss 0.3120` from the metrics of one evaluation."""
+    shown = {
+        name.removeprefix(prefix + "_"): value
+        for name, value in metrics.items()
+        if name.startswith(prefix + "_") and not name.endswith(("_runtime", "_per_second", "epoch"))
+    }
+    return f"{prefix}: " + ", ".join(f"{name} {value:.4f}" for name, value in shown.items())
+
+
+__all__ = ["TrainingRun", "check_processes_train_together", "metric_line"]
