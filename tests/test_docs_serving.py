@@ -1,0 +1,29 @@
+"""docs/serving.md run as written in the serving environment (`make test-serving`), its vLLM blocks included: two
+servers started, queried with curl and the Python clients, and stopped, as the page says. Skipped without vLLM (the
+main test environment runs the page's other blocks, tests/test_docs.py)."""
+
+import re
+
+import pytest
+from vllm_servers import free_port, vllm_installed
+
+
+pytestmark = pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed here: run `make test-serving`")
+
+
+def test_the_serving_page_runs_and_prints_what_it_says(monkeypatch):
+    from docs_pages import run_page
+
+    monkeypatch.setenv("PORT", str(free_port()))  # the page's `${PORT:-8000}`: a port nobody else uses here
+    run = run_page("serving.md")
+    assert run.returncode == 0, run.output[-12000:]
+    assert '"object":"list"' in run.output_of("/v1/embeddings -H")  # curl's answer
+    output = run.output_of("embeddings.create")
+    printed = re.search(r"(\d+) tokens; largest difference to the model alone: (\S+)", output)
+    assert printed and int(printed[1]) > 1400 and float(printed[2]) <= 1e-5, output
+    assert '"relevance_score"' in run.output_of("/rerank -H") and '"probs"' in run.output_of("/rerank -H")
+    printed = re.search(r"largest difference of the scores to the model alone: (\S+)", run.output_of("text_1"))
+    assert printed and float(printed[1]) <= 1e-5, run.output_of("text_1")
+    assert run.output_of("as_served = ").strip().splitlines()[-1] == "0.0"
+    printed = re.search(r"largest difference to one process: (\S+)", run.output_of("tp_logits.py"))
+    assert printed and float(printed[1]) <= 1e-5
