@@ -168,7 +168,7 @@ def check_model_inputs(
                 f"{_shape(attention_mask)}."
             )
     if token_type_ids is not None:
-        if batch == 1 and token_type_ids.dim() == 1:  # one row's ids without the batch dimension, as vLLM passes them
+        if token_type_ids.dim() == 1 and batch == 1:  # one row's ids without the batch dimension, as vLLM passes them
             check_tensor("token_type_ids", token_type_ids, kind="ids", dims=(1,), shape=(seq_length,))
         else:
             check_tensor("token_type_ids", token_type_ids, kind="ids", dims=(2,), shape=(batch, seq_length))
