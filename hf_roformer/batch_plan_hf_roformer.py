@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers.masking_utils import create_bidirectional_mask
 
+from .input_checks_hf_roformer import traces_graph
 from .padding_free_hf_roformer import UnpaddedBatch, unpad_batch, varlen_kernel_applies
 from .releases_hf_roformer import causal_mask
 from .rotary_hf_roformer import PerQueryRotation, TokenRotation
@@ -186,18 +187,18 @@ def _padded_rotation(inputs: ForwardInputs) -> TokenRotation | PerQueryRotation:
 
 def _may_unpad(inputs: ForwardInputs) -> bool:
     """Whether `config.padding_free` lets this padded batch be unpadded: a 2D padding mask over the current tokens,
-    no cache, cross-attention, UniLM mask, linear attention or per-layer outputs, not compiling (the token count is
-    data-dependent), and for "auto" a variable-length kernel that pays at this length."""
+    no cache, cross-attention, UniLM mask, linear attention or per-layer outputs, not in a recorded graph (the token
+    count is data-dependent; `traces_graph`), and for "auto" a variable-length kernel that pays at this length."""
     config, mask = inputs.config, inputs.attention_mask
     if config.padding_free == "never" or mask is None or mask.dim() != 2:
         return False
     if (
-        inputs.cache is not None
+        traces_graph()
+        or inputs.cache is not None
         or inputs.encoder_hidden_states is not None
         or config.unilm
         or config.attention_type == "linear"
         or mask.shape[1] != inputs.hidden_states.shape[1]
-        or torch.compiler.is_compiling()
     ):
         return False
     for name in ("attentions", "hidden_states"):

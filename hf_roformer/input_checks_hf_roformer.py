@@ -17,17 +17,25 @@ from .releases_hf_roformer import assert_on_device
 IGNORE_INDEX = -100  # labels transformers' losses skip
 
 
+def traces_graph() -> bool:
+    """Whether this forward is being recorded into a graph rather than run: `torch.compile`, `torch.export` (and the
+    dynamo ONNX exporter) or the TorchScript tracer (`torch.onnx.export(..., dynamo=False)`). A recorded forward reads
+    no values on the host (the graph would keep the example's answer) and builds no complex numbers (neither
+    compilers nor ONNX take them)."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+
+
 def reads_values_on_host(tensor: torch.Tensor) -> bool:
     """Whether checks may read `tensor`'s values on the host: CPU tensors (free), never accelerator tensors (a read
-    waits for the device) nor while compiling (it would break the graph)."""
-    return tensor.device.type == "cpu" and not torch.compiler.is_compiling()
+    waits for the device) nor while a graph is recorded (`traces_graph`)."""
+    return tensor.device.type == "cpu" and not traces_graph()
 
 
 def check_ids_in_range(ids: torch.Tensor, size: int, name: str, size_name: str) -> None:
     """Refuse ids outside `[0, size)` before an embedding lookup turns them into an opaque index error (CPU) or a
     device-side assert (CUDA): a `ValueError` naming the value on the host; an asynchronous device assertion with
     the same message elsewhere."""
-    if ids.numel() == 0 or torch.compiler.is_compiling():
+    if traces_graph() or ids.numel() == 0:
         return
     message = (
         f"`{name}` contains {{value}}, outside the valid range [0, {size - 1}] given by `{size_name}`={size}; check "
@@ -146,8 +154,8 @@ def check_model_inputs(
         embeds_shape = (None, None, config.embedding_size)
         check_tensor("inputs_embeds", inputs_embeds, kind="floating", dims=(3,), shape=embeds_shape)
     batch, seq_length = given.shape[:2]
-    where = f"`{'input_ids' if input_ids is not None else 'inputs_embeds'}` has shape {_shape(given)}"
     if batch == 0 or seq_length == 0:
+        where = f"`{'input_ids' if input_ids is not None else 'inputs_embeds'}` has shape {_shape(given)}"
         raise ValueError(f"Nothing to encode: {where}; pass at least one row of at least one token.")
     if attention_mask is not None:
         check_tensor("attention_mask", attention_mask, kind="mask", dims=(2, 4))
@@ -223,4 +231,5 @@ __all__ = [
     "check_tensor",
     "check_values",
     "reads_values_on_host",
+    "traces_graph",
 ]

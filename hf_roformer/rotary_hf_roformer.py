@@ -16,6 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from .input_checks_hf_roformer import traces_graph
 from .rope_scaling_hf_roformer import is_length_dependent, rope_inverse_frequencies
 from .rotary_kernels_hf_roformer import kernel_applies, rotate_with_kernel
 
@@ -144,13 +145,14 @@ def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) ->
     `cos`/`sin` have shape `(batch, seq, d // 2)`. Math runs in float32 and the result has the dtype of `x`. This is
     the reference implementation of paper eq. 34 and the CPU path.
     """
-    if torch.compiler.is_compiling():
+    if traces_graph():
         return _rotate_pairs(x, cos.unsqueeze(1), sin.unsqueeze(1))
     return _rotate_complex(x, torch.complex(cos, sin).unsqueeze(1))
 
 
 def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Eq. 34 in real arithmetic; compilers fuse it into one kernel (they do not generate code for complex math)."""
+    """Eq. 34 in real arithmetic, for recorded graphs: compilers fuse it into one kernel (they generate no code for
+    complex math) and ONNX has no complex type (`aten::complex` does not export)."""
     even, odd = x.float().unflatten(-1, (-1, 2)).unbind(-1)
     rotated = torch.stack((even * cos - odd * sin, odd * cos + even * sin), dim=-1)
     return rotated.flatten(-2).to(x.dtype)
@@ -174,16 +176,16 @@ class TokenRotation:
     It holds float32 cos/sin `(batch or 1, seq, d/2)` and, for the path this forward takes, their form ready to use:
     the fused kernel reads cos/sin as they are (CUDA with Triton); eager PyTorch multiplies by the complex rotation
     e^(i m theta), `(batch or 1, seq, 1, d/2)` for projections `(batch, seq, heads, d/2)` and its `(batch or 1, 1, seq,
-    d/2)` view for heads; compiled graphs use real cos/sin with a head axis (compilers generate no code for complex
-    math). Layers thus pay one fused operation per tensor and no per-layer setup.
+    d/2)` view for heads; recorded graphs (compiled, exported, ONNX) use real cos/sin with a head axis (`traces_graph`).
+    Layers thus pay one fused operation per tensor and no per-layer setup.
     """
 
     def __init__(self, cos: torch.Tensor, sin: torch.Tensor):
         self.cos, self.sin = cos, sin
         self.uses_kernel = kernel_applies(cos)
-        self.compiling = torch.compiler.is_compiling()
+        self.traced = traces_graph()
         self.complex = self.complex_tokens = None
-        if not self.uses_kernel and not self.compiling:
+        if not self.uses_kernel and not self.traced:
             self.complex_tokens = torch.complex(cos, sin).unsqueeze(2)
             self.complex = self.complex_tokens.transpose(1, 2)
 
@@ -192,7 +194,7 @@ class TokenRotation:
         rotates them all in one launch, in place when `in_place` and no gradient is recorded."""
         if self.uses_kernel:
             return rotate_with_kernel(list(tensors), self.cos, self.sin, in_place=in_place)
-        if self.compiling:
+        if self.traced:
             cos, sin = self.cos.unsqueeze(1), self.sin.unsqueeze(1)
             return [_rotate_pairs(tensor, cos, sin) for tensor in tensors]
         rotation = self.complex
@@ -207,10 +209,16 @@ class TokenRotation:
         """Split `(batch, seq, heads * head_dim)` projections into heads and rotate them: `(batch, heads, seq,
         head_dim)` each, as `rotate` of the split heads gives.
 
-        On the eager float32 path (CPU) the complex product runs on the projections' own layout, with fewer operators
-        than splitting first, and in place when `in_place` and no gradient is recorded: no new tensor per rotation
-        (on CPU a fresh large tensor costs page faults), and the projection's memory is reused.
+        On the eager float32 path (CPU) and in recorded graphs the rotation runs on the projections' own layout, with
+        fewer operators than splitting first; eagerly in place when `in_place` and no gradient is recorded: no new
+        tensor per rotation (on CPU a fresh large tensor costs page faults), and the projection's memory is reused.
         """
+        if self.traced and not self.uses_kernel:
+            # As eager, on the projections' layout: heads stay views of `(batch, seq, heads, d)` memory, so attention
+            # returns that layout and merging heads back tests no strides (which would fix a length of 1 or not 1).
+            cos, sin = self.cos.unsqueeze(2), self.sin.unsqueeze(2)
+            heads = [projection.unflatten(-1, (-1, head_dim)) for projection in projections]
+            return [_rotate_pairs(states, cos, sin).transpose(1, 2) for states in heads]
         first = projections[0]
         rotation = self.complex_tokens
         if rotation is None or first.dtype != torch.float32 or rotation.shape[0] > first.shape[0]:
