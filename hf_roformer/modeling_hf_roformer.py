@@ -44,6 +44,7 @@ from .input_checks_hf_roformer import (
     check_model_inputs,
     check_tensor,
     check_values,
+    traces_graph,
 )
 from .linear_attention_hf_roformer import (
     HfRoFormerLinearAttentionCache,
@@ -122,6 +123,25 @@ def eager_attention_forward(
     attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
     attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
     return attn_output, attn_weights
+
+
+def masked_sdpa_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """SDPA with the mask as given and no causal flag: what transformers' `sdpa_attention_forward` computes for a module
+    that is not causal or gets a mask, for recorded graphs. That function tests `query.shape[2] > 1` first, which fixes
+    the sequence length of an exported graph to the example's side of 1 (and fails with a `SymBool` at length 1)."""
+    output = nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=False
+    )
+    return output.transpose(1, 2).contiguous(), None
 
 
 class HfRoFormerDropout(nn.Dropout):
@@ -271,6 +291,8 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
                     attention_interface = varlen_attention_forward  # a packed row: the variable-length kernel
                 elif blockwise_attention_applies(query, self.attention_dropout):
                     attention_interface = blockwise_attention_forward
+                elif traces_graph() and (plan.attention_mask is not None or not self.is_causal):
+                    attention_interface = masked_sdpa_forward  # graphs for any length, 1 included
             output, weights = attention_interface(
                 self,
                 query,
@@ -1304,10 +1326,11 @@ class HfRoFormerForQuestionAnswering(HfRoFormerPreTrainedModel):
         loss = None
         if training_span:
             loss = span_loss(start_logits, end_logits, start_positions, end_positions)
+        # copies in any case: `.contiguous()` would test the strides, which fixes an exported length to 1 or not 1
         return QuestionAnsweringModelOutput(
             loss=loss,
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
+            start_logits=start_logits.clone(memory_format=torch.contiguous_format),
+            end_logits=end_logits.clone(memory_format=torch.contiguous_format),
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )

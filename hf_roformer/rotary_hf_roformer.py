@@ -80,6 +80,12 @@ class HfRoFormerRotaryEmbedding(nn.Module):
         restricts the keys further (packed rows: each query's own sequence). Cached keys are assumed to sit at
         consecutive positions ending where the current ones start, as in `generate`.
         """
+        if torch.jit.is_tracing():  # torch.export refuses the value read below by itself
+            raise NotImplementedError(
+                f"A decoder with rope_type {self.config.rope_parameters['rope_type']!r} rotates keys per query and "
+                "picks how from its frequencies' values, which a traced graph would fix to the example's: it cannot "
+                "be exported; export the encoder or a model with a static rope type."
+            )
         batch, seq_len = position_ids.shape[0], position_ids.shape[1]
         if attention_mask is not None:
             batch = max(batch, attention_mask.shape[0])
