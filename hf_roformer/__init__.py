@@ -19,6 +19,7 @@ from transformers import (
 )
 
 from .configuration_hf_roformer import HfRoFormerConfig
+from .integrations.export import export_onnx, export_program
 from .integrations.roformer_checkpoints import routes_roformer_checkpoints, use_for_roformer_checkpoints
 from .linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
 from .modeling_hf_roformer import (
@@ -68,6 +69,8 @@ __all__ = [
     "HfRoFormerRotaryEmbedding",
     "HfRoFormerTokenizer",
     "apply_rotary_pos_emb",
+    "export_onnx",
+    "export_program",
     "pretrained_checkpoint",
     "routes_roformer_checkpoints",
     "use_for_roformer_checkpoints",

@@ -16,6 +16,7 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 (accelerate and tokenizers inside the functions that need them).
 """
 
+import contextlib
 import functools
 import json
 import re
@@ -128,6 +129,22 @@ def softmax_into(scores: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten._softmax.out(scores, -1, False, out=out)
 
 
+@contextlib.contextmanager
+def example_sizes_of_one_stay_symbolic():
+    """Within the block, `torch.export` keeps a dynamic axis whose example size is 0 or 1 symbolic instead of
+    specializing the graph to it (torch's "0/1 specialization", which makes even `nn.Linear` refuse an example of one
+    row marked dynamic): the experimental `torch.fx.experimental._config.backed_size_oblivious`, which
+    `torch.onnx.export(..., dynamo=True)` sets for its own `torch.export` call (torch 2.13 tested; releases without
+    the flag: no change)."""
+    from torch.fx.experimental import _config as shape_config
+
+    if not hasattr(shape_config, "backed_size_oblivious"):
+        yield
+        return
+    with shape_config.patch(backed_size_oblivious=True):
+        yield
+
+
 # --- tokenizers ------------------------------------------------------------------------------------------------------
 
 
@@ -203,6 +220,7 @@ __all__ = [
     "decode_special_floats",
     "encoding_from_state",
     "encoding_state_fields",
+    "example_sizes_of_one_stay_symbolic",
     "is_view_of_another_tensor",
     "keep_used_weight_conversions",
     "mirror_distributed_type",

@@ -38,6 +38,16 @@ class HubError(HfRoFormerError, OSError):
     """The Hugging Face Hub refused or could not be reached for an upload; the message says what was kept locally."""
 
 
+class ExportMismatchError(HfRoFormerError, ValueError):
+    """An exported graph whose outputs differ from the PyTorch model's beyond the tolerance on one checked input shape;
+    nothing was written. `shape` is the input shape, `output` the output's name, `difference` the largest absolute
+    difference and `tolerance` the limit it passed."""
+
+    def __init__(self, message: str, shape: tuple[int, ...], output: str, difference: float, tolerance: float):
+        super().__init__(message)
+        self.shape, self.output, self.difference, self.tolerance = shape, output, difference, tolerance
+
+
 class RunInterrupted(KeyboardInterrupt):
     """A run stopped by Ctrl-C (SIGINT), with where it stopped: still a `KeyboardInterrupt`, so callers that stop on
     Ctrl-C keep doing so. `step`/`total_steps` are the optimizer steps done and planned (None before training
@@ -64,6 +74,7 @@ def unknown_name(what: str, name: str, valid: list[str]) -> str:
 
 __all__ = [
     "DataError",
+    "ExportMismatchError",
     "HfRoFormerError",
     "HubError",
     "MissingExtraError",

@@ -24,6 +24,7 @@ EXTRAS = {
     ),
     "plot": (("matplotlib", "matplotlib"),),
     "jieba": (("jieba", "jieba"),),
+    "onnx": (("onnx", "onnx"), ("onnxscript", "onnxscript"), ("onnxruntime", "onnxruntime")),
 }
 
 
