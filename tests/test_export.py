@@ -272,3 +272,21 @@ def test_a_decoder_with_per_query_rotation_refuses_a_trace(tmp_path):
     with pytest.raises(NotImplementedError, match="rope_type 'dynamic'"):
         export_onnx(model, example(1, 1), tmp_path / "model.onnx", exporter="torchscript")
     assert not model.training and list(tmp_path.iterdir()) == []
+
+
+def test_a_graph_that_does_not_run_at_a_checked_shape_is_refused():
+    """A graph fixed to the example's sizes (the dynamo exporter falls back to that for eager attention from one
+    token) fails in onnxruntime at the checks: that is a refusal naming the shape, not a crash."""
+    from hf_roformer.integrations.export import compare_on_shapes, prepared_graph
+
+    model = build(hf_roformer.HfRoFormerModel)
+    graph, _ = prepared_graph(model, example(1, 1))
+
+    def fixed_to_one_token(tensors):
+        if tensors[0].shape != (1, 1):
+            raise RuntimeError(f"Got invalid dimensions for input: input_ids\nExpected: 1, got {tensors[0].shape[1]}")
+        return graph(*tensors)
+
+    with pytest.raises(ExportMismatchError, match=r"does not run at input shape \(1, 5\) \(Got invalid") as refused:
+        compare_on_shapes(fixed_to_one_token, graph, [(1, 1), (1, 5)], 1e-4, "nothing was written")
+    assert (refused.value.shape, refused.value.output, refused.value.difference) == ((1, 5), None, float("inf"))

@@ -39,11 +39,12 @@ class HubError(HfRoFormerError, OSError):
 
 
 class ExportMismatchError(HfRoFormerError, ValueError):
-    """An exported graph whose outputs differ from the PyTorch model's beyond the tolerance on one checked input shape;
-    nothing was written. `shape` is the input shape, `output` the output's name, `difference` the largest absolute
-    difference and `tolerance` the limit it passed."""
+    """An exported graph whose outputs differ from the PyTorch model's beyond the tolerance on one checked input shape,
+    or that does not run there; nothing was written. `shape` is the input shape, `output` the output's name (None when
+    the graph does not run), `difference` the largest absolute difference (inf when it does not run or its output has
+    another shape) and `tolerance` the limit it passed."""
 
-    def __init__(self, message: str, shape: tuple[int, ...], output: str, difference: float, tolerance: float):
+    def __init__(self, message: str, shape: tuple[int, ...], output: str | None, difference: float, tolerance: float):
         super().__init__(message)
         self.shape, self.output, self.difference, self.tolerance = shape, output, difference, tolerance
 
