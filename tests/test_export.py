@@ -38,11 +38,12 @@ SCALED_ROPE = {
 
 
 def build(head, **overrides):
-    """A one-layer tiny model of `head` (exporters take seconds per layer) with sharp attention and random norms, in
-    evaluation mode."""
+    """A one-layer tiny model of `head` (exporters take seconds per layer) with sharp attention, random norms and
+    dropout (so that a model left in training mode shows), in evaluation mode."""
     torch.manual_seed(0)
     sizes = dict(num_hidden_layers=1, max_position_embeddings=TRAINED_LENGTH, num_labels=3, initializer_range=0.5)
-    config = tiny_config(**{**sizes, **overrides})
+    dropout = dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    config = tiny_config(**{**sizes, **dropout, **overrides})
     model = head(config)
     randomize_norms(model)
     return model.eval()

@@ -6,8 +6,9 @@ functions here keep it: they trace with symbolic batch and sequence sizes (an ex
 not fix the graph to it), run the result on other shapes (one row and several, short and past the trained length,
 padded rows) and compare every output with the PyTorch model. A graph that differs beyond the tolerance raises
 `ExportMismatchError` naming the shape, the output and the difference, and no file is written. The model is traced in
-evaluation mode and left in the mode it came in, also when an exporter fails (torch's TorchScript exporter leaves it in
-training mode then).
+evaluation mode and every module is left in the mode it came in, also when an exporter fails (torch's TorchScript
+exporter puts the module it is given, and every module inside it, back in that module's mode: a wrapper made for the
+export, in training mode as every new module, would leave the model in training mode).
 
 Not Hub-bound: imports onnxruntime and the exporters only when called (the `onnx` extra).
 """
@@ -119,6 +120,7 @@ def compare_on_shapes(run_graph, graph: GraphOutputs, shapes, tolerance: float, 
     """Run `run_graph(tensors) -> outputs` and the model on each shape; the largest difference of each, or
     `ExportMismatchError` at the first shape where an output differs beyond `tolerance` (or in shape), its message
     ending with `refused` (what was not done)."""
+    graph.eval()  # the references are the model's outputs in evaluation mode, whatever an exporter did to it
     differences = {}
     for batch, length in shapes:
         tensors = check_inputs(graph, batch, length)
@@ -164,7 +166,9 @@ def prepared_graph(model: torch.nn.Module, example) -> tuple[GraphOutputs, tuple
         )
     inputs = graph_inputs(example)
     tensors = tuple(tensor.to(parameter.device) for tensor in inputs.values())
-    graph = GraphOutputs(model, inputs)
+    # A new module is in training mode, and torch's TorchScript exporter puts the module it was given back in its mode
+    # afterwards, the model below included: the wrapper is made in evaluation mode.
+    graph = GraphOutputs(model, inputs).eval()
     with torch.no_grad():
         graph.output_names = tuple(graph.named_outputs(*tensors))
     return graph, tensors
