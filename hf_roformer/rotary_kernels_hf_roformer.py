@@ -206,8 +206,12 @@ _OP = _register_op() if TRITON_AVAILABLE else None
 
 
 def kernel_applies(query: torch.Tensor) -> bool:
-    """Whether the fused kernel serves this call: Triton present, enabled, and CUDA tensors."""
-    return TRITON_AVAILABLE and KERNEL_ENABLED and query.is_cuda
+    """Whether the fused kernel serves this call: Triton present, enabled, and CUDA tensors, except in graphs for ONNX
+    or the TorchScript tracer, which cannot hold a Triton kernel (`torch.compile` and `torch.export` keep it as an
+    op)."""
+    if not (TRITON_AVAILABLE and KERNEL_ENABLED and query.is_cuda):
+        return False
+    return not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export())
 
 
 def rotate_with_kernel(
