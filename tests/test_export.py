@@ -262,7 +262,16 @@ def test_token_type_ids_become_an_input_of_the_graph(tmp_path):
 def test_bad_arguments_are_refused_before_any_work(inputs, kwargs, message, tmp_path):
     model = build(hf_roformer.HfRoFormerModel)
     with pytest.raises(UsageError, match=message):
-        export_onnx(model, inputs, tmp_path / "model.onnx", **kwargs)
+        export_onnx(model, inputs, tmp_path / "exports" / "model.onnx", **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_half_precision_model_is_refused_naming_what_to_export(tmp_path):
+    model = build(hf_roformer.HfRoFormerModel).to(torch.bfloat16)
+    with pytest.raises(UsageError, match=r"torch.bfloat16.*model.float\(\)"):
+        export_onnx(model, example(1, 4), tmp_path / "model.onnx")
+    with pytest.raises(UsageError, match=r"torch.bfloat16"):
+        export_program(model, example(1, 4))
     assert list(tmp_path.iterdir()) == []
 
 

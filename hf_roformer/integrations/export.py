@@ -155,17 +155,21 @@ def compare_on_shapes(run_graph, graph: GraphOutputs, shapes, tolerance: float, 
     return differences
 
 
+def exportable_inputs(model: torch.nn.Module, example) -> dict[str, torch.Tensor]:
+    """The example's tensors in graph order, after refusing a model or an example the checked export cannot take."""
+    dtype = next(model.parameters()).dtype
+    if dtype != torch.float32:
+        raise UsageError(
+            f"The model is {dtype}; exports are checked in float32 against a tolerance of 1e-4: export `model.float()`."
+        )
+    return graph_inputs(example)
+
+
 def prepared_graph(model: torch.nn.Module, example) -> tuple[GraphOutputs, tuple[torch.Tensor, ...]]:
     """The model as a graph of the example's inputs, its outputs named from one forward on the example (the model in
     evaluation mode), and the example's tensors on the model's device."""
-    parameter = next(model.parameters())
-    if parameter.dtype != torch.float32:
-        raise UsageError(
-            f"The model is {parameter.dtype}; exports are checked in float32 against a tolerance of 1e-4: export "
-            "`model.float()`."
-        )
-    inputs = graph_inputs(example)
-    tensors = tuple(tensor.to(parameter.device) for tensor in inputs.values())
+    inputs = exportable_inputs(model, example)
+    tensors = tuple(tensor.to(next(model.parameters()).device) for tensor in inputs.values())
     # A new module is in training mode, and torch's TorchScript exporter puts the module it was given back in its mode
     # afterwards, the model below included: the wrapper is made in evaluation mode.
     graph = GraphOutputs(model, inputs).eval()
@@ -243,6 +247,7 @@ def export_onnx(
     if exporter not in EXPORTERS:
         raise UsageError(unknown_name("exporter", exporter, list(EXPORTERS)))
     require_extra("onnx", "ONNX export")
+    exportable_inputs(model, example)
     path = Path(path)
     if path.exists() and not overwrite:
         raise UsageError(f"{path} exists; pass overwrite=True to replace it, or another path.")
