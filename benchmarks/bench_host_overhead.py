@@ -99,7 +99,7 @@ def forward_call(kind: str, case: str, batch: int, length: int):
 def accelerator_operator_counts(call) -> dict:
     """Operators of one call as tensors on an accelerator dispatch them: the checks that read values on the host for
     CPU tensors take their device path (an asynchronous assertion), as `tests/test_host_syncs.py` counts them."""
-    from hf_roformer import input_checks_hf_roformer
+    from hf_roformer.remote_code import input_checks_hf_roformer
 
     reads = input_checks_hf_roformer.reads_values_on_host
     input_checks_hf_roformer.reads_values_on_host = lambda tensor: False

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer import padding_free_hf_roformer, rotary_kernels_hf_roformer  # noqa: E402
-from hf_roformer.rotary_hf_roformer import TokenRotation, rotate_interleaved, rotation_cos_sin  # noqa: E402
+from hf_roformer.remote_code import padding_free_hf_roformer, rotary_kernels_hf_roformer  # noqa: E402
+from hf_roformer.remote_code.rotary_hf_roformer import TokenRotation, rotate_interleaved, rotation_cos_sin  # noqa: E402
 
 
 def transformers_roformer_rotation(query, key, cos, sin):

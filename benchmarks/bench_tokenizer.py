@@ -43,8 +43,8 @@ import benchlib  # noqa: E402
 from make_decode_and_char_golden import fuzz_texts  # noqa: E402
 from make_tokenizer_golden import corpus_lines  # noqa: E402
 
-from hf_roformer.text_rules_hf_roformer import normalize_with_alignment  # noqa: E402
-from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer, load_vocab  # noqa: E402
+from hf_roformer.remote_code.text_rules_hf_roformer import normalize_with_alignment  # noqa: E402
+from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer, load_vocab  # noqa: E402
 
 
 WORD_VOCAB = FIXTURES / "word_vocab.txt"
@@ -186,7 +186,7 @@ def long_text_times(lines: list[str], tokenizers: dict, rounds: int) -> dict:
 PAIR_SCRIPT = """
 import json, sys, time
 from pathlib import Path
-from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer
+from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 
 def resident_mb(field):
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer import rotary_kernels_hf_roformer  # noqa: E402
+from hf_roformer.remote_code import rotary_kernels_hf_roformer  # noqa: E402
 
 
 SIZE = dict(vocab_size=50000, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)

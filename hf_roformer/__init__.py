@@ -4,6 +4,11 @@ Importing the package registers the `hf_roformer` model type with transformers' 
 `AutoConfig`, `AutoModel` and every `AutoModelFor*` head below load hf_roformer checkpoints by name. Checkpoints of
 transformers' own RoFormer (model type `roformer`) keep loading into transformers' classes through the Auto classes
 unless `use_for_roformer_checkpoints()` is called (see `integrations/roformer_checkpoints.py`).
+
+Layout: `remote_code/` holds the code that travels with a checkpoint (config, models, layers, attention, tokenizer:
+copied next to every saved model and tokenizer so they load with `trust_remote_code=True` without this package; it
+imports only torch, transformers and its own files). Everything else builds on it and stays here: `training/`,
+`conversion/`, `integrations/` (export, serving, transformers' RoFormer checkpoints), `pretrained/`, `apps/`, `utils/`.
 """
 
 from transformers import (
@@ -18,11 +23,12 @@ from transformers import (
     AutoTokenizer,
 )
 
-from .configuration_hf_roformer import HfRoFormerConfig
 from .integrations.export import export_onnx, export_program
 from .integrations.roformer_checkpoints import routes_roformer_checkpoints, use_for_roformer_checkpoints
-from .linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
-from .modeling_hf_roformer import (
+from .pretrained import pretrained_checkpoint
+from .remote_code.configuration_hf_roformer import HfRoFormerConfig
+from .remote_code.linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
+from .remote_code.modeling_hf_roformer import (
     HfRoFormerForCausalLM,
     HfRoFormerForMaskedLM,
     HfRoFormerForMultipleChoice,
@@ -32,9 +38,8 @@ from .modeling_hf_roformer import (
     HfRoFormerModel,
     HfRoFormerPreTrainedModel,
 )
-from .pretrained import pretrained_checkpoint
-from .rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
-from .tokenization_hf_roformer import HfRoFormerTokenizer
+from .remote_code.rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb
+from .remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 
 
 __version__ = "0.1.0"

@@ -9,13 +9,18 @@ import transformers
 from conftest import run_without_the_package, tiny_config
 
 import hf_roformer
-from hf_roformer.modeling_hf_roformer import AUTO_MAP
+from hf_roformer.remote_code.saving_hf_roformer import AUTO_MAP
 
 
 AUTO_HEADS = {auto_class.__name__: model_class for auto_class, model_class in hf_roformer.AUTO_MODEL_CLASSES.items()}
 HUB_FILES = {
     "configuration_hf_roformer.py",
     "modeling_hf_roformer.py",
+    "layers_hf_roformer.py",
+    "attention_hf_roformer.py",
+    "heads_hf_roformer.py",
+    "memory_saving_hf_roformer.py",
+    "saving_hf_roformer.py",
     "rotary_hf_roformer.py",
     "rope_scaling_hf_roformer.py",
     "rotary_kernels_hf_roformer.py",

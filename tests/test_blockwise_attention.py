@@ -7,7 +7,7 @@ from conftest import tiny_config
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import hf_roformer
-from hf_roformer.blockwise_attention_hf_roformer import (
+from hf_roformer.remote_code.blockwise_attention_hf_roformer import (
     BlockwiseDropoutAttention,
     blockwise_dropout_attention,
     dropout_keep_mask,

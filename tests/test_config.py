@@ -13,8 +13,8 @@ from conftest import TINY, tiny_config
 from huggingface_hub.errors import StrictDataclassError
 
 import hf_roformer
-from hf_roformer.configuration_hf_roformer import FIELD_RULES
-from hf_roformer.rope_scaling_hf_roformer import ROPE_TYPE_RULES
+from hf_roformer.remote_code.configuration_hf_roformer import FIELD_RULES
+from hf_roformer.remote_code.rope_scaling_hf_roformer import ROPE_TYPE_RULES
 
 
 def test_defaults_match_transformers_roformer():

@@ -15,7 +15,7 @@ from conftest import randomize_norms, tiny_config
 
 import hf_roformer
 from hf_roformer.integrations.export import export_onnx, export_program
-from hf_roformer.releases_hf_roformer import example_sizes_of_one_stay_symbolic
+from hf_roformer.remote_code.releases_hf_roformer import example_sizes_of_one_stay_symbolic
 from hf_roformer.utils.errors import ExportMismatchError, UsageError
 
 

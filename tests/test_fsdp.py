@@ -101,7 +101,7 @@ def test_fsdp2_model_is_an_ordinary_checkpoint_equal_to_the_sharded_one(tiny_che
     _, output = sharded
     config = json.loads((output / "config.json").read_text())
     assert config["architectures"] == ["HfRoFormerForSequenceClassification"]
-    assert config["auto_map"] == hf_roformer.modeling_hf_roformer.AUTO_MAP
+    assert config["auto_map"] == hf_roformer.remote_code.saving_hf_roformer.AUTO_MAP
     assert (output / "modeling_hf_roformer.py").exists() and not list(output.glob("_fsdp*.py"))
     dcp_to_torch_save(output / "checkpoint-8" / "pytorch_model_fsdp_0", tmp_path / "gathered.pt")
     gathered = torch.load(tmp_path / "gathered.pt", weights_only=True)["model"]

@@ -6,7 +6,7 @@ from conftest import assert_cached_generation_exact, assert_left_padded_generati
 from transformers import EncoderDecoderModel
 
 import hf_roformer
-from hf_roformer.releases_hf_roformer import output_cache
+from hf_roformer.remote_code.releases_hf_roformer import output_cache
 
 
 @pytest.mark.parametrize("rotary_value", [False, True])

@@ -12,7 +12,7 @@ import transformers
 from conftest import TINY, tiny_config, tiny_reference_config
 
 import hf_roformer
-from hf_roformer.releases_hf_roformer import CACHE_FIELD, LEGACY_CACHE_ARGUMENT
+from hf_roformer.remote_code.releases_hf_roformer import CACHE_FIELD, LEGACY_CACHE_ARGUMENT
 
 
 STRATEGIES = {

@@ -9,8 +9,8 @@ import transformers
 from sync_counting import count_operators
 
 import hf_roformer
-from hf_roformer import input_checks_hf_roformer
-from hf_roformer.releases_hf_roformer import output_cache
+from hf_roformer.remote_code import input_checks_hf_roformer
+from hf_roformer.remote_code.releases_hf_roformer import output_cache
 
 
 @pytest.fixture(autouse=True)

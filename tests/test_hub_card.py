@@ -12,7 +12,7 @@ from huggingface_hub import ModelCard
 from huggingface_hub.errors import EntryNotFoundError
 
 import hf_roformer
-from hf_roformer.model_card_hf_roformer import MODEL_TAGS
+from hf_roformer.remote_code.model_card_hf_roformer import MODEL_TAGS
 
 
 PIPELINE_TAGS = {

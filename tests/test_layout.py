@@ -132,3 +132,70 @@ def test_the_command_line_imports_the_library_only_inside_its_commands():
         ]
         heavy = [name for name in names if name.split(".")[0] in ("hf_roformer", "torch", "transformers")]
         assert heavy == [], f"{path.name}: {heavy}"
+
+
+# -- the code that travels with a checkpoint: one folder, `hf_roformer/remote_code` ----------------------------------
+
+REMOTE_CODE = ROOT / "hf_roformer" / "remote_code"
+# What a file there may import at module level besides the standard library and its siblings: transformers and the
+# packages transformers itself requires.
+REMOTE_CODE_DEPENDENCIES = {"torch", "transformers", "tokenizers", "huggingface_hub"}
+
+
+def remote_code_files() -> set[str]:
+    return {path.name for path in REMOTE_CODE.glob("*.py") if path.name != "__init__.py"}
+
+
+def top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Imports run when the module is imported: module level, outside `try:` blocks (optional packages go there)."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, ast.If):  # e.g. `if TYPE_CHECKING:` or a version test
+            found += [child for child in ast.walk(node) if isinstance(child, (ast.Import, ast.ImportFrom))]
+    return found
+
+
+def test_every_file_named_for_checkpoints_lives_in_the_remote_code_folder():
+    named = [path for package in PACKAGES for path in (ROOT / package).rglob("*_hf_roformer.py")]
+    outside = [str(path.relative_to(ROOT)) for path in named if path.parent != REMOTE_CODE]
+    assert outside == []
+    assert all(name.endswith("_hf_roformer.py") for name in remote_code_files()), sorted(remote_code_files())
+
+
+def test_remote_code_imports_only_transformers_its_requirements_and_siblings():
+    """Flat siblings: `from .name_hf_roformer import X` (one dot, a file of the folder), never the package itself."""
+    siblings = {name.removesuffix(".py") for name in remote_code_files()}
+    problems = []
+    for name in sorted(remote_code_files()):
+        tree = ast.parse((REMOTE_CODE / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                if node.level != 1 or node.module not in siblings:
+                    problems.append(f"{name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import ...")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module]
+                problems += [f"{name}:{node.lineno}: {m}" for m in modules if m.split(".")[0] == "hf_roformer"]
+        for node in top_level_imports(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module]
+            for module in modules:
+                root = module.split(".")[0]
+                if root not in sys.stdlib_module_names and root not in REMOTE_CODE_DEPENDENCIES:
+                    problems.append(f"{name}:{node.lineno}: imports {module} at module level")
+    assert problems == []
+
+
+def test_every_remote_code_file_travels_with_a_saved_model_or_tokenizer(tmp_path):
+    """The folder is exactly the closure transformers copies: a model's and a tokenizer's files together."""
+    from conftest import tiny_config
+
+    import hf_roformer
+
+    hf_roformer.HfRoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path / "model")
+    vocab = ROOT / "tests" / "fixtures" / "char_vocab.txt"
+    hf_roformer.HfRoFormerTokenizer(str(vocab)).save_pretrained(tmp_path / "tokenizer")
+    copied = {path.name for path in tmp_path.glob("*/*.py")}
+    assert copied == remote_code_files()

@@ -6,8 +6,9 @@ import torch
 from conftest import tiny_config
 
 import hf_roformer
-from hf_roformer.modeling_hf_roformer import HfRoFormerDropout, HfRoFormerLayer
-from hf_roformer.rotary_hf_roformer import HfRoFormerRotaryEmbedding, TokenRotation
+from hf_roformer.remote_code.layers_hf_roformer import HfRoFormerLayer
+from hf_roformer.remote_code.memory_saving_hf_roformer import HfRoFormerDropout
+from hf_roformer.remote_code.rotary_hf_roformer import HfRoFormerRotaryEmbedding, TokenRotation
 
 
 def test_hidden_dropout_keeps_a_boolean_mask():

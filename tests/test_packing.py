@@ -10,7 +10,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 import hf_roformer
-from hf_roformer.batch_plan_hf_roformer import plan_batch
+from hf_roformer.remote_code.batch_plan_hf_roformer import plan_batch
 
 
 SEQUENCES = [[5, 6, 7, 8, 9], [11, 12, 13], [21, 22, 23, 24, 25, 26, 27]]
@@ -165,7 +165,7 @@ def test_packed_rows_refuse_what_they_cannot_mean(extra, message):
 @pytest.mark.parametrize("is_decoder", [False, True])
 def test_declared_packed_row_on_cuda_runs_the_varlen_kernel(is_decoder, monkeypatch):
     """bf16 on CUDA: the declared row goes through `varlen_attn` (counted) and equals each sequence alone."""
-    from hf_roformer import padding_free_hf_roformer
+    from hf_roformer.remote_code import padding_free_hf_roformer
 
     if padding_free_hf_roformer.varlen_attn is None:
         pytest.skip("torch has no varlen_attn (needs >= 2.10)")

@@ -6,9 +6,9 @@ from conftest import randomize_norms, tiny_config
 from torch.nn import functional
 
 import hf_roformer
-from hf_roformer import batch_plan_hf_roformer, padding_free_hf_roformer
-from hf_roformer.padding_free_hf_roformer import unpad_batch
-from hf_roformer.releases_hf_roformer import output_cache
+from hf_roformer.remote_code import batch_plan_hf_roformer, padding_free_hf_roformer
+from hf_roformer.remote_code.padding_free_hf_roformer import unpad_batch
+from hf_roformer.remote_code.releases_hf_roformer import output_cache
 
 
 def padded_batch(seed: int = 0):

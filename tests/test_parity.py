@@ -6,7 +6,7 @@ import transformers
 from conftest import TINY, randomize_norms, tiny_reference_config
 
 import hf_roformer
-from hf_roformer.releases_hf_roformer import CACHE_FIELD
+from hf_roformer.remote_code.releases_hf_roformer import CACHE_FIELD
 
 
 TOLERANCE = 1e-6

@@ -10,7 +10,7 @@ from conftest import tiny_config
 
 import hf_roformer
 from hf_roformer.apps.question_answering import answer_question, best_span
-from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer
+from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 
 
 VOCAB = Path(__file__).resolve().parent / "fixtures" / "word_vocab.txt"

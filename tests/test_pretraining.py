@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from test_fsdp import corpus, pretrain_arguments  # noqa: F401 (a fixture)
 
 import hf_roformer_cli
-from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer
+from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 from hf_roformer.training.corpus import (
     char_vocabulary,
     peoples_daily_documents,

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import transformers
 
-from hf_roformer import releases_hf_roformer
-from hf_roformer.releases_hf_roformer import OVERRIDDEN_HOOKS, TRANSFORMERS_RELEASE, release
+from hf_roformer.remote_code import releases_hf_roformer
+from hf_roformer.remote_code.releases_hf_roformer import OVERRIDDEN_HOOKS, TRANSFORMERS_RELEASE, release
 
 
 ROOT = Path(__file__).resolve().parent.parent
-RELEASES_MODULE = ROOT / "hf_roformer" / "releases_hf_roformer.py"
+RELEASES_MODULE = ROOT / "hf_roformer" / "remote_code" / "releases_hf_roformer.py"
 # Underscore names of other libraries that stay where transformers' own model code has them (see the module's
 # docstring): the attention backend of a config; and two of the standard library's: argparse's list of a parser's
 # options, a named tuple's documented `_replace`.

@@ -15,7 +15,7 @@ from conftest import (
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import hf_roformer
-from hf_roformer.rope_scaling_hf_roformer import rope_attention_factor, rope_inverse_frequencies
+from hf_roformer.remote_code.rope_scaling_hf_roformer import rope_attention_factor, rope_inverse_frequencies
 
 
 HEAD_DIMS = [8, 64, 128]

@@ -10,8 +10,12 @@ from conftest import rotation_matrix, tiny_config
 
 import hf_roformer
 from hf_roformer.apps.rope_analysis import long_term_decay_bound
-from hf_roformer.rope_scaling_hf_roformer import default_inverse_frequencies
-from hf_roformer.rotary_hf_roformer import HfRoFormerRotaryEmbedding, apply_rotary_pos_emb, rotate_interleaved
+from hf_roformer.remote_code.rope_scaling_hf_roformer import default_inverse_frequencies
+from hf_roformer.remote_code.rotary_hf_roformer import (
+    HfRoFormerRotaryEmbedding,
+    apply_rotary_pos_emb,
+    rotate_interleaved,
+)
 
 
 def paper_rotation(position: int, dim: int, base: float = 10000.0) -> torch.Tensor:

@@ -28,7 +28,7 @@ from transformers import AttentionInterface, AutoConfig, AutoModel, AutoModelFor
 
 import hf_roformer
 from hf_roformer.integrations.serving import save_with_dense_pooler
-from hf_roformer.modeling_hf_roformer import AUTO_MAP
+from hf_roformer.remote_code.saving_hf_roformer import AUTO_MAP
 
 
 VLLM_ATTENTION = "vllm"

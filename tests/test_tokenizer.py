@@ -18,7 +18,7 @@ import transformers
 from conftest import run_without_the_package
 
 import hf_roformer
-from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer, original_pair_lengths
+from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer, original_pair_lengths
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from tokenizers import AddedToken
 
-from hf_roformer.encoding_hf_roformer import original_pair_lengths
-from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer
+from hf_roformer.remote_code.encoding_hf_roformer import original_pair_lengths
+from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -259,7 +259,7 @@ def test_pre_tokenized_words_are_encoded_one_by_one(word):
 
 def test_the_memos_start_again_when_full_without_changing_the_output(monkeypatch, lines):
     """The per-segment and per-character memos are bounded; filling them mid-batch changes nothing."""
-    from hf_roformer import encoding_hf_roformer, text_rules_hf_roformer
+    from hf_roformer.remote_code import encoding_hf_roformer, text_rules_hf_roformer
 
     expected = HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"))(lines[:300])["input_ids"]
     monkeypatch.setattr(encoding_hf_roformer, "MEMO_LIMIT", 50)

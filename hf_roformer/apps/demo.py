@@ -24,9 +24,9 @@ import numpy as np
 import transformers
 from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
 
-from ..configuration_hf_roformer import HfRoFormerConfig
 from ..pretrained import SHIPPED_PREFIX, SMALL_CHINESE_CHAR, pretrained_checkpoint
-from ..tokenization_hf_roformer import HfRoFormerTokenizer
+from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
+from ..remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 from ..training import finetune
 from ..training.finetune import ModelOptions, Phases, fine_tune
 from ..training.metrics import glue_metrics

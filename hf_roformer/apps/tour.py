@@ -11,8 +11,8 @@ import huggingface_hub
 import torch
 import transformers
 
-from ..configuration_hf_roformer import HfRoFormerConfig
-from ..modeling_hf_roformer import HfRoFormerForCausalLM, HfRoFormerForMaskedLM
+from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
+from ..remote_code.modeling_hf_roformer import HfRoFormerForCausalLM, HfRoFormerForMaskedLM
 from ..utils.isolation import run_without_the_package
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModel, GenerationConfig
 
-from ..configuration_hf_roformer import HfRoFormerConfig
-from ..modeling_hf_roformer import HfRoFormerForCausalLM, HfRoFormerForMaskedLM
-from ..tokenization_hf_roformer import HfRoFormerTokenizer, check_special_tokens, load_vocab
+from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
+from ..remote_code.modeling_hf_roformer import HfRoFormerForCausalLM, HfRoFormerForMaskedLM
+from ..remote_code.tokenization_hf_roformer import HfRoFormerTokenizer, check_special_tokens, load_vocab
 from ..utils.logs import transformers_warnings_off
 from ..utils.output_dirs import file_sizes
 from .errors import ConversionError

@@ -8,7 +8,7 @@ import math
 import re
 from pathlib import Path
 
-from ..tokenization_hf_roformer import load_vocab
+from ..remote_code.tokenization_hf_roformer import load_vocab
 from .errors import ConversionError
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ..releases_hf_roformer import example_sizes_of_one_stay_symbolic
+from ..remote_code.releases_hf_roformer import example_sizes_of_one_stay_symbolic
 from ..utils.errors import ExportMismatchError, UsageError, unknown_name
 from ..utils.extras import require_extra
 

@@ -16,7 +16,7 @@ an ordinary `hf_roformer` checkpoint. transformers' `RoFormer*` classes used by 
 
 from transformers import CONFIG_MAPPING, AutoConfig, RoFormerConfig
 
-from ..configuration_hf_roformer import HfRoFormerConfig, translate_roformer_config
+from ..remote_code.configuration_hf_roformer import HfRoFormerConfig, translate_roformer_config
 
 
 ROFORMER = "roformer"

@@ -10,7 +10,7 @@ import torch
 from transformers import AttentionInterface, BertConfig, BertForMaskedLM
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from ..linear_attention_hf_roformer import bidirectional_linear_attention, linear_attention_features
+from ..remote_code.linear_attention_hf_roformer import bidirectional_linear_attention, linear_attention_features
 
 
 ABSOLUTE_LINEAR_ATTENTION = "hf_roformer_absolute_linear"

@@ -13,8 +13,8 @@ from pathlib import Path
 import huggingface_hub
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from ..model_card_hf_roformer import add_card_metadata, card_metadata
 from ..pretrained import SHIPPED_PREFIX, is_shipped_name
+from ..remote_code.model_card_hf_roformer import add_card_metadata, card_metadata
 
 
 TRAINER_BASE_SENTENCE = re.compile(r"This model (?:was trained from scratch|is a fine-tuned version of .+?) on ")

@@ -13,7 +13,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from ..tokenization_hf_roformer import SPECIAL_TOKENS
+from ..remote_code.tokenization_hf_roformer import SPECIAL_TOKENS
 from .data import DataError
 
 

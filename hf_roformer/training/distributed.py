@@ -27,7 +27,11 @@ from accelerate.state import PartialState
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
 from torch import nn
 
-from ..releases_hf_roformer import active_deepspeed_config, keep_used_weight_conversions, mirror_distributed_type
+from ..remote_code.releases_hf_roformer import (
+    active_deepspeed_config,
+    keep_used_weight_conversions,
+    mirror_distributed_type,
+)
 from ..utils.errors import UsageError
 from .fsdp_groups import shard_with_tied_groups, tied_module_groups
 

@@ -31,10 +31,10 @@ import transformers
 from transformers import AutoModelForMaskedLM, AutoTokenizer, Trainer, TrainingArguments
 
 from .. import __version__
-from ..configuration_hf_roformer import HfRoFormerConfig
-from ..modeling_hf_roformer import HfRoFormerForMaskedLM
 from ..pretrained.sources import ModelSource, resolve_model_source
-from ..tokenization_hf_roformer import HfRoFormerTokenizer
+from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
+from ..remote_code.modeling_hf_roformer import HfRoFormerForMaskedLM
+from ..remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 from ..utils.errors import UsageError, unknown_name
 from ..utils.extras import require_extra
 from ..utils.logs import transformers_warnings_off

@@ -1,0 +1,18 @@
+"""The code that travels with a checkpoint: every file here is copied next to a saved model or tokenizer (transformers
+copies the class's module and each sibling it imports), so `AutoModel*.from_pretrained(path, trust_remote_code=True)`
+and `AutoTokenizer.from_pretrained(path, trust_remote_code=True)` work where hf_roformer is not installed. Where it is
+installed, `import hf_roformer` registers these same classes and they win over the copies.
+
+The boundary, checked by tests/test_layout.py: files here are flat `*_hf_roformer.py` siblings that import only the
+standard library, `torch`, `transformers` (with its `tokenizers` and `huggingface_hub`), optional packages inside
+`try:` blocks or functions, and each other as `from .module_hf_roformer import Name`; every file is in the copied
+closure of a model or a tokenizer; and no file outside this folder is named `*_hf_roformer.py`. This `__init__.py`
+is not copied and holds no code.
+
+By job: `configuration` (the config), `modeling` (the base model and the heads the `auto_map` names), `layers`,
+`attention` (softmax, linear and cross-attention), `heads` (the heads' own modules and losses), `memory_saving`,
+`saving` (auto_map, card metadata, files written on save), `batch_plan` (layout of a batch: masks, rotation,
+unpadding), `input_checks`, `rotary`, `rotary_kernels`, `rope_scaling`, `blockwise_attention`, `linear_attention`,
+`padding_free`, `releases` (differences between transformers releases, other libraries' private API),
+`model_card`, `sentence_transformers`; the tokenizer's `tokenization`, `encoding` and `text_rules`.
+"""

@@ -1,0 +1,286 @@
+"""Attention variants of the layers: softmax self-attention with rotated queries and keys, linear attention (paper
+eq. 19) and decoder-to-encoder cross-attention, all with the query/key/value projections under their checkpoint names.
+
+Softmax attention runs through transformers' attention interface (eager, sdpa, flash, flex); under `sdpa` the batch
+plan's layout picks the variable-length kernel, blockwise attention (attention dropout on CPU) or SDPA with the mask as
+given (recorded graphs), named where the choice is made.
+
+Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers` and sibling Hub-bound files.
+"""
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .batch_plan_hf_roformer import BatchPlan
+from .blockwise_attention_hf_roformer import blockwise_attention_applies, blockwise_attention_forward
+from .configuration_hf_roformer import HfRoFormerConfig
+from .input_checks_hf_roformer import traces_graph
+from .linear_attention_hf_roformer import (
+    bidirectional_linear_attention,
+    causal_linear_attention,
+    linear_attention_features,
+)
+from .padding_free_hf_roformer import varlen_attention_forward
+from .rope_scaling_hf_roformer import rope_attention_factor
+from .rotary_hf_roformer import PerQueryRotation, per_query_rotary_attention, rotate_interleaved
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Plain softmax attention in PyTorch ops; the reference backend and the one that can return attention weights."""
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+def masked_sdpa_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """SDPA with the mask as given and no causal flag: what transformers' `sdpa_attention_forward` computes for a module
+    that is not causal or gets a mask, for recorded graphs. That function tests `query.shape[2] > 1` first, which fixes
+    the sequence length of an exported graph to the example's side of 1 (and fails with a `SymBool` at length 1)."""
+    output = nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=False
+    )
+    return output.transpose(1, 2).contiguous(), None
+
+
+
+def self_attention_cache(cache: Cache | None) -> Cache | None:
+    """The cache self-attention writes to (the self-attention half of an encoder-decoder cache)."""
+    if isinstance(cache, EncoderDecoderCache):
+        return cache.self_attention_cache
+    return cache
+
+
+class HfRoFormerAttentionBase(nn.Module):
+    """Query, key and value projections under their checkpoint names, shared by the self-, linear- and cross-attention
+    modules.
+
+    Modules that run softmax attention call the configured backend from their own `forward`, through transformers'
+    attention interface, with `scaling=self.scaling`, once: serving engines that plug their attention into
+    transformers models (vLLM's Transformers backend) find the modules to serve that way, by `layer_idx`. Heads are
+    split with `-1`, so a tensor-parallel rank holding some of the heads runs the same code.
+    """
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None, is_causal: bool):
+        super().__init__()
+        self.config = config
+        self.head_dim = config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.use_bias)
+        self.dropout_prob = config.attention_probs_dropout_prob
+        # Explicit: SDPA treats a module without `is_causal` as causal whenever the mask is None.
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+
+    def split_heads(self, projection: nn.Linear, states: torch.Tensor) -> torch.Tensor:
+        """Project `(batch, seq, hidden)` states and split them into heads: `(batch, heads, seq, head_dim)`."""
+        return projection(states).view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
+
+    @property
+    def attention_dropout(self) -> float:
+        """The dropout probability on attention weights in this mode (0 in evaluation)."""
+        return self.dropout_prob if self.training else 0.0
+
+
+class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
+    """Multi-head self-attention with queries and keys (and values, with `rotary_value`) rotated by their positions."""
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+        super().__init__(config, layer_idx, is_causal=config.is_decoder and not config.unilm)
+        # A rope type's attention factor (YaRN's temperature) multiplies the logits q.k once, here; never the values.
+        self.scaling *= rope_attention_factor(config) ** 2
+        self.rotary_value = config.rotary_value
+
+    def forward(
+        self, hidden_states: torch.Tensor, plan: BatchPlan, cache: Cache | None = None, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights.
+
+        `kwargs` reach the attention function unchanged, with the plan's own backend arguments (a variable-length
+        kernel's sequence boundaries). In SDPA's place: its variable-length kernel over a packed row, and blockwise
+        attention when attention dropout on CPU would send SDPA to its math path (batch x heads x L x L probabilities
+        and dropout mask kept per layer)."""
+        query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
+        rotation, cache = plan.rotation, self_attention_cache(cache)
+        if isinstance(rotation, PerQueryRotation) and rotation.key_cos is None:
+            heads = (*hidden_states.shape[:-1], -1, self.head_dim)
+            query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))
+            output, weights = self._attend_with_keys_rotated_per_query(query, key, value, rotation, cache)
+        else:
+            query, key, value = self._rotate_and_cache(query, key, value, rotation, cache)
+            attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
+            attention_kwargs = {**plan.attention_kwargs, **kwargs}
+            if self.config._attn_implementation == "sdpa":
+                if "cu_seq_lens_q" in attention_kwargs:
+                    attention_interface = varlen_attention_forward  # a packed row: the variable-length kernel
+                elif blockwise_attention_applies(query, self.attention_dropout):
+                    attention_interface = blockwise_attention_forward
+                elif traces_graph() and (plan.attention_mask is not None or not self.is_causal):
+                    attention_interface = masked_sdpa_forward  # graphs for any length, 1 included
+            output, weights = attention_interface(
+                self,
+                query,
+                key,
+                value,
+                plan.attention_mask,
+                dropout=self.attention_dropout,
+                scaling=self.scaling,
+                **attention_kwargs,
+            )
+        return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
+
+    def _rotate_and_cache(self, query, key, value, rotation, cache) -> tuple[torch.Tensor, ...]:
+        """The projections `(batch, seq, hidden)` as rotated heads `(batch, heads, seq, head_dim)`, the keys and values
+        extended by the cache.
+
+        Per-token rotations rotate before caching, on the projections' own layout (they are fresh tensors nobody else
+        reads: inference may rotate them in place). Length-dependent rope in a decoder (`PerQueryRotation` with one
+        frequency set) caches keys and values unrotated and rotates them with the queries' frequencies."""
+        heads = (*query.shape[:-1], -1, self.head_dim)
+        if isinstance(rotation, PerQueryRotation):
+            query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+            query = rotate_interleaved(query, rotation.cos, rotation.sin)
+            if self.rotary_value:
+                value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
+            return query, rotate_interleaved(key, rotation.key_cos, rotation.key_sin), value
+        projections = (query, key, value) if self.rotary_value else (query, key)
+        rotated = rotation.rotate_projections(self.head_dim, *projections, in_place=True)
+        query, key = rotated[0], rotated[1]
+        value = rotated[2] if self.rotary_value else value.view(heads).transpose(1, 2)
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        return query, key, value
+
+    def _attend_with_keys_rotated_per_query(self, query, key, value, rotation: PerQueryRotation, cache):
+        """Length-dependent rope in a decoder where the queries' frequencies differ: each query rotates the
+        (unrotated, cached) keys with its own, which no attention backend does."""
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        return per_query_rotary_attention(
+            query,
+            key,
+            value,
+            rotation,
+            self.scaling,
+            dropout=self.attention_dropout,
+            training=self.training,
+            rotary_value=self.rotary_value,
+        )
+
+
+class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
+    """RoPE with linear attention (paper eq. 19): O(N) in the sequence length, same parameters as softmax attention.
+
+    Encoders use the associative form over the whole sequence; decoders use chunked prefix sums and, with a cache, a
+    constant-size recurrent state per layer. Attention weights are never materialized (`output_attentions` gives
+    none, and `attention_probs_dropout_prob` has no probabilities to drop), and a rope type's attention factor has no
+    softmax to act on, so it is not applied.
+    """
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+        super().__init__(config, layer_idx, is_causal=config.is_decoder)
+        self.rotary_value = config.rotary_value
+
+    def forward(
+        self, hidden_states: torch.Tensor, plan: BatchPlan, cache: Cache | None = None, **kwargs
+    ) -> tuple[torch.Tensor, None]:
+        """Attend with eq. 19; the plan's mask is the 2D padding mask of the current tokens (1 = real)."""
+        query = self.split_heads(self.query, hidden_states)
+        key = self.split_heads(self.key, hidden_states)
+        value = self.split_heads(self.value, hidden_states)
+        rotation = plan.rotation
+        if self.rotary_value:
+            (value,) = rotation.rotate(value)
+        features = linear_attention_features(
+            query,
+            key,
+            lambda x: rotation.rotate(x)[0],
+            self.config.linear_feature_map,
+            self.config.linear_rotation_order,
+            plan.attention_mask,
+        )
+        eps = self.config.linear_attention_eps
+        if not self.is_causal:
+            output = bidirectional_linear_attention(features, value, eps)
+        else:
+            cache = self_attention_cache(cache)
+            state = cache.get_state(self.layer_idx) if cache is not None else None
+            output, state = causal_linear_attention(features, value, eps, self.config.linear_chunk_size, state)
+            if cache is not None:
+                cache.set_state(self.layer_idx, state)
+        output = output.to(hidden_states.dtype)
+        return output.transpose(1, 2).reshape(*hidden_states.shape[:-1], -1).contiguous(), None
+
+
+class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
+    """Decoder-to-encoder attention. No rotation: queries and keys live in different sequences, as in the original."""
+
+    def __init__(self, config: HfRoFormerConfig, layer_idx: int | None = None):
+        super().__init__(config, layer_idx, is_causal=False)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        plan: BatchPlan,
+        encoder_hidden_states: torch.Tensor,
+        cache: EncoderDecoderCache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from the decoder states to the encoder states, projecting the latter once per generation."""
+        query = self.split_heads(self.query, hidden_states)
+        is_updated = cache is not None and cache.is_updated.get(self.layer_idx, False)
+        if is_updated:
+            layer_cache = cache.cross_attention_cache.layers[self.layer_idx]
+            key, value = layer_cache.keys, layer_cache.values
+        else:
+            key = self.split_heads(self.key, encoder_hidden_states)
+            value = self.split_heads(self.value, encoder_hidden_states)
+            if cache is not None:
+                key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+                cache.is_updated[self.layer_idx] = True
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            plan.encoder_attention_mask,
+            dropout=self.attention_dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
+
