@@ -131,7 +131,21 @@ def training_arguments(args: argparse.Namespace, passed_through: list[str], defa
             raise UsageError(f"unrecognized arguments {unknown} (`{prog} --help_all` lists every option)") from None
         raise UsageError(text) from None
     training_args.do_train, training_args.do_eval, training_args.do_predict = requested_phases(args)
+    check_device_options(training_args)
     return training_args
+
+
+def check_device_options(training_args) -> None:
+    """Refuse options that cannot apply on the device the run trains on, which transformers accepts and then ignores
+    without a word: float16 mixed precision on the CPU (accelerate applies it only on an accelerator). transformers
+    refuses the others itself (`--bf16` without a GPU unless `--use_cpu`, `--tf32`)."""
+    from hf_roformer.utils.errors import UsageError
+
+    if training_args.fp16 and training_args.device.type == "cpu":
+        raise UsageError(
+            "--fp16 cannot apply: training runs on the CPU, where float16 mixed precision is not available; use --bf16 "
+            "for mixed precision on the CPU, or leave it out"
+        )
 
 
 def run_arguments(args: argparse.Namespace, training_args) -> dict:
@@ -146,6 +160,7 @@ def run_arguments(args: argparse.Namespace, training_args) -> dict:
 __all__ = [
     "COMMON_OPTIONS",
     "add_trainer_options",
+    "check_device_options",
     "print_all_trainer_options",
     "requested_phases",
     "run_arguments",

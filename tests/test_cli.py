@@ -177,6 +177,11 @@ def test_missing_required_option_is_one_line(tmp_path, capsys):
             {"--data_dir": "no-such-dir"},
             "no-such-dir/SST-2/train.tsv: file not found",
         ),
+        (
+            {"--fp16": "true"},
+            "--fp16 cannot apply: training runs on the CPU, where float16 mixed precision is not available; use --bf16 "
+            "for mixed precision on the CPU, or leave it out\n",
+        ),
     ],
 )
 def test_unusable_arguments_are_refused_before_anything_is_written(change, message, checkpoint, glue, tmp_path, capsys):
@@ -189,6 +194,35 @@ def test_unusable_arguments_are_refused_before_anything_is_written(change, messa
     error = cli_failure(capsys, argv)
     assert error.startswith(f"error: {message}") and error.count("\n") == 1, error
     assert not (tmp_path / "out").exists()
+
+
+def test_whole_float_labels_are_refused_in_one_line_and_a_fractional_score_is_announced(checkpoint, tmp_path, capsys):
+    """`0.0`/`1.0` labels: one line naming both settings, nothing written; `--do_regression false` trains classes;
+    labels with a fractional part are a regression, said at the start with the setting that makes them classes."""
+    rows = "".join(f"{text},{float(i % 2)}\n" for i, text in enumerate(["good film", "bad plot", "fine", "awful"]))
+    (tmp_path / "train.csv").write_text("text,label\n" + rows)
+    output = tmp_path / "out"
+    argv = [
+        "finetune", "text-classification", "--model", str(checkpoint), "--train_file", str(tmp_path / "train.csv"),
+        "--validation_file", str(tmp_path / "train.csv"), "--output_dir", str(output), "--max_seq_length", "16",
+        "--max_steps", "1", "--use_cpu", "--save_strategy", "no", "--eval_strategy", "no", "--do_train",
+    ]  # fmt: skip
+    assert cli_failure(capsys, argv) == (
+        f"error: {tmp_path}/train.csv:2: the labels (0.0, 1.0) are whole numbers written as floats: classes or "
+        "scores? Pass --do_regression false for classes or --do_regression true for a score (regression)\n"
+    )
+    assert not output.exists()
+    assert (
+        hf_roformer_cli.run([*argv, "--do_regression", "false"]) == {}
+        and "new classification head: 2 labels (0.0, 1.0)" in capsys.readouterr().out
+    )
+    (tmp_path / "train.csv").write_text("text,label\n" + rows.replace("1.0", "0.5"))
+    hf_roformer_cli.run([*argv, "--overwrite_output_dir"])
+    printed = capsys.readouterr().out
+    assert (
+        "train.csv: labels with a fractional part make this a regression (one score, as run_glue.py reads a float "
+        "column); --do_regression false reads them as classes\n"
+    ) in printed and "new classification head: regression" in printed
 
 
 class DeadHub:
