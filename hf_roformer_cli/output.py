@@ -114,7 +114,25 @@ def report_failure(error: BaseException) -> int:
         raise error
     if is_main_process():
         print(f"error: {error}", file=sys.stderr)
+    tell_the_launcher(f"error: {error}")
     return 1
+
+
+def tell_the_launcher(line: str) -> None:
+    """Under torchrun, write this process's one-line failure where the launcher reads it (`TORCHELASTIC_ERROR_FILE`,
+    torch's error-file format): torchrun's closing report (`ChildFailedError`, printed last, after its own
+    traceback) then shows the line of every failed rank, the first under "Root Cause", instead of a link."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    import json
+    import time
+
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"message": line, "timestamp": int(time.time())}, handle)
+    except OSError:
+        pass  # the report then shows torch's link instead of the line, which was printed above anyway
 
 
 __all__ = ["configure_output", "interruption_line", "is_foreseen", "quiet_libraries", "report_failure"]

@@ -225,6 +225,22 @@ def test_whole_float_labels_are_refused_in_one_line_and_a_fractional_score_is_an
     ) in printed and "new classification head: regression" in printed
 
 
+def test_model_directory_without_tokenizer_files_is_one_line_naming_tokenizer_name(checkpoint, glue, tmp_path, capsys):
+    """Weights saved alone: one line naming the directory and --tokenizer_name, nothing written; with
+    --tokenizer_name the same command trains."""
+    weights = tmp_path / "weights-only"
+    hf_roformer.HfRoFormerForMaskedLM.from_pretrained(checkpoint).save_pretrained(weights)
+    output = tmp_path / "out"
+    argv = finetune(weights, glue, output, "--max_steps", "1", "--do_train", "--save_strategy", "no")
+    assert cli_failure(capsys, argv) == (
+        f"error: --model_name_or_path {weights}: {weights} holds no tokenizer files (tokenizer_config.json, "
+        "tokenizer.json, vocab.txt); give the tokenizer with --tokenizer_name (a directory or Hub id)\n"
+    )
+    assert not output.exists()
+    hf_roformer_cli.run([*argv, "--tokenizer_name", str(checkpoint)])
+    assert (output / "finished.json").exists() and (output / "tokenizer_config.json").exists()
+
+
 class DeadHub:
     """A local endpoint that accepts connections and closes them without an answer (a Hub out of reach behind a
     proxy or firewall), counting them: a client that retries shows up as several connections."""

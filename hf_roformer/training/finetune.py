@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import transformers
-from transformers import AutoConfig, AutoTokenizer, TrainingArguments
+from transformers import AutoConfig, TrainingArguments
 from transformers.trainer_utils import SaveStrategy
 
 from .. import __version__
-from ..pretrained.sources import ModelSource, check_hub_upload, resolve_model_source
+from ..pretrained.sources import ModelSource, check_hub_upload, load_tokenizer, resolve_model_source
 from ..utils.errors import HubError
 from ..utils.logs import transformers_warnings_off
 from .batching import LengthAwareTrainer
@@ -253,10 +253,9 @@ def fine_tune(
         return run.nothing_to_do()
     checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if phases.train else None
 
+    tokenizer_flag = "--model_name_or_path" if model_options.tokenizer_name is None else "--tokenizer_name"
     with transformers_warnings_off():
-        tokenizer = AutoTokenizer.from_pretrained(
-            tokenizer_source.path, **model_options.hub_kwargs(), **tokenizer_source.load_kwargs
-        )
+        tokenizer = load_tokenizer(tokenizer_source, tokenizer_flag, "--tokenizer_name", **model_options.hub_kwargs())
     check_sequence_length(tokenizer, model_options.max_seq_length, pairs=False)
     if training_args.push_to_hub and phases.train:
         check_hub_upload(token=training_args.hub_token)

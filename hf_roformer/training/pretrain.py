@@ -28,12 +28,12 @@ import datasets
 import numpy as np
 import torch
 import transformers
-from transformers import AutoModelForMaskedLM, AutoTokenizer, Trainer, TrainingArguments
+from transformers import AutoModelForMaskedLM, Trainer, TrainingArguments
 
 from .. import __version__
 from ..configuration_hf_roformer import HfRoFormerConfig
 from ..modeling_hf_roformer import HfRoFormerForMaskedLM
-from ..pretrained.sources import ModelSource, resolve_model_source
+from ..pretrained.sources import ModelSource, load_tokenizer, resolve_model_source
 from ..tokenization_hf_roformer import HfRoFormerTokenizer
 from ..utils.errors import UsageError, unknown_name
 from ..utils.extras import require_extra
@@ -136,7 +136,8 @@ def build_tokenizer(options: PretrainOptions, train_documents: list[str], source
     """The given tokenizer (or the one of `--model`), or a char-level one over the training text's characters."""
     if source is not None:
         with transformers_warnings_off():
-            return AutoTokenizer.from_pretrained(source.path, **source.load_kwargs)
+            flag = "--tokenizer" if options.tokenizer else "--model"
+            return load_tokenizer(source, flag, "--tokenizer")
     vocab = char_vocabulary(
         train_documents, options.vocab_min_count, options.vocab_max_size, nfkc_normalize=options.nfkc_normalize,
         with_ascii=True,
