@@ -187,9 +187,13 @@ def planned_steps(training_args: TrainingArguments, train_examples: int) -> tupl
     return math.ceil(training_args.num_train_epochs * steps_per_epoch), training_args.num_train_epochs
 
 
-def sequence_length(input_ids: list) -> int:
-    """The tokens of an encoded example: of its longest sequence when it holds several (multiple choice)."""
-    return max(map(len, input_ids)) if input_ids and isinstance(input_ids[0], list) else len(input_ids)
+def input_lengths(encoded) -> list[int]:
+    """The real tokens of each encoded example (padding to `--pad_to_max_length` not counted), of its longest
+    sequence when it holds several (multiple choice): the lengths the model actually sees."""
+    masked = "attention_mask" in encoded.column_names
+    measure = sum if masked else len
+    rows = encoded["attention_mask" if masked else "input_ids"]
+    return [max(map(measure, row)) if row and isinstance(row[0], list) else measure(row) for row in rows]
 
 
 def describe_data(encoded: dict, max_length: int) -> str:
@@ -269,11 +273,12 @@ def fine_tune(
         split: task.inputs.encode(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
         for split, data in task.raw.items()
     }
-    lengths = [sequence_length(ids) for data in encoded.values() for ids in data["input_ids"]]
-    longer = sum(length > model.config.max_position_embeddings for length in lengths)
-    note = beyond_trained_length_note(model.config, model_options.max_seq_length, longer, len(lengths))
-    if phases.train:  # the model is trained at this length: saved with it, and its tokenizer truncates there
-        record_trained_length(model.config, model_options.max_seq_length)
+    lengths = {split: input_lengths(data) for split, data in encoded.items()}
+    every_length = [length for split_lengths in lengths.values() for length in split_lengths]
+    longer = sum(length > model.config.max_position_embeddings for length in every_length)
+    note = beyond_trained_length_note(model.config, max(every_length, default=0), longer, len(every_length))
+    if phases.train:  # the longest input trained on: saved with the model, and its tokenizer truncates there
+        record_trained_length(model.config, max(lengths["train"], default=0))
     set_model_max_length(tokenizer, model.config, model_options.model_max_length)
     if run.main_process:
         logger.info(f"fine-tuning {model_options.model_name_or_path} on {task.description}")
