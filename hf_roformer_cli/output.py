@@ -92,6 +92,12 @@ def interruption_line(interrupt: KeyboardInterrupt) -> str:
     if output_dir is None:
         return "interrupted; nothing was finished: run the same command again to start it"
     step, total, checkpoint = interrupt.step, interrupt.total_steps, interrupt.checkpoint
+    trained = getattr(interrupt, "trained", None)
+    if trained:
+        return (
+            f"interrupted after training finished ({step} of {total} steps); complete in {output_dir}/: "
+            f"{', '.join(trained)}; run the same command again to do the rest with this model, without training again"
+        )
     where = f" at step {step} of {total}" if step is not None and total else ""
     if checkpoint is not None:
         return f"interrupted{where}; run the same command again to resume from {checkpoint}"

@@ -417,6 +417,60 @@ def test_ctrl_c_says_where_it_stopped_and_the_rerun_resumes_exactly(checkpoint, 
         torch.testing.assert_close(actual[name], tensor, rtol=0, atol=1e-6, msg=name)
 
 
+@pytest.fixture(scope="module")
+def ended_inside_an_epoch(checkpoint, glue, tmp_path_factory):
+    """(the command of a run whose training ends inside an epoch, 3 steps of 4, with a checkpoint at its end and no
+    evaluation during training; that run's output directory, done in one go)."""
+
+    def command(output):
+        return finetune(checkpoint, glue, output, "--max_steps", "3", "--save_steps", "3", "--eval_strategy", "no")
+
+    whole = tmp_path_factory.mktemp("whole") / "out"
+    hf_roformer_cli.run(command(whole))
+    return command, whole
+
+
+@pytest.mark.parametrize("lost", [(), ("trained.json", "model.safetensors")], ids=["outputs-whole", "save-cut"])
+def test_ctrl_c_in_the_final_evaluation_says_training_is_done_and_the_rerun_trains_no_step(
+    lost, ended_inside_an_epoch, tmp_path, capsys, monkeypatch
+):
+    """Ctrl-C in the final evaluation: one line naming the complete outputs; the rerun trains no step (global_step
+    stays at max_steps) and ends with the uninterrupted run's weights and scores, also when the stop came before the
+    training outputs were vouched for (then from the final checkpoint)."""
+    command, whole = ended_inside_an_epoch
+    interrupted = tmp_path / "interrupted"
+    evaluate = transformers.Trainer.evaluate
+
+    def ctrl_c(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(transformers.Trainer, "evaluate", ctrl_c)
+    assert cli_failure(capsys, command(interrupted), status=130).splitlines()[-1] == (
+        f"interrupted after training finished (3 of 3 steps); complete in {interrupted}/: model, tokenizer, "
+        "train_results.json, trainer_state.json; run the same command again to do the rest with this model, without "
+        "training again"
+    )
+    assert not (interrupted / "finished.json").exists() and not (interrupted / "eval_results.json").exists()
+    monkeypatch.setattr(transformers.Trainer, "evaluate", evaluate)
+    for name in lost:
+        (interrupted / name).unlink()
+    hf_roformer_cli.main(command(interrupted))
+    printed = capsys.readouterr().out
+    source = interrupted / "checkpoint-3" if lost else interrupted
+    assert f"training finished in an earlier run (3 steps): evaluating and predicting with its model ({source})" in (
+        printed
+    )
+    assert "step 4/3" not in printed and (interrupted / "finished.json").exists()
+    state = json.loads((interrupted / "trainer_state.json").read_text())
+    assert (state["global_step"], state["max_steps"]) == (3, 3)
+    expected, actual = load_file(whole / "model.safetensors"), load_file(interrupted / "model.safetensors")
+    for name, tensor in expected.items():
+        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
+    scores = [json.loads((output / "eval_results.json").read_text()) for output in (whole, interrupted)]
+    assert [(score["eval_loss"], score["eval_accuracy"]) for score in scores] == [(scores[0]["eval_loss"],
+            scores[0]["eval_accuracy"])] * 2  # fmt: skip
+
+
 def test_traceback_on_request(checkpoint, glue, tmp_path):
     argv = finetune(checkpoint, glue, tmp_path / "out")
     argv[argv.index("--model_name_or_path") + 1] = "./my-model"

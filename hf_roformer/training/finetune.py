@@ -18,6 +18,8 @@ Messages go to the `hf_roformer` logger (INFO: what happens; WARNING: what needs
 only; the command line prints them.
 """
 
+import contextlib
+import dataclasses
 import functools
 import logging
 import math
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import transformers
-from transformers import AutoConfig, TrainingArguments
+from transformers import AutoConfig, TrainerState, TrainingArguments
 from transformers.trainer_utils import SaveStrategy
 
 from .. import __version__
@@ -43,7 +45,7 @@ from .lengths import (
     set_model_max_length,
 )
 from .tasks import Head, Task
-from .training_run import TrainingRun, metric_line
+from .training_run import FinishedTraining, TrainingRun, metric_line
 
 
 logger = logging.getLogger(__name__)
@@ -256,6 +258,12 @@ def fine_tune(
     if run.finished is not None and phases.train:
         return run.nothing_to_do()
     checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if phases.train else None
+    finished_training = run.finished_training(checkpoint) if phases.train else None
+    weights_source, load_options = model_source, model_options
+    if finished_training is not None:  # its model is loaded instead of the checkpoint's, and nothing resumes
+        checkpoint = None
+        weights_source = ModelSource(model_source.name, str(finished_training.model), True)
+        load_options = dataclasses.replace(model_options, from_scratch=False, ignore_mismatched_sizes=False)
 
     tokenizer_flag = "--model_name_or_path" if model_options.tokenizer_name is None else "--tokenizer_name"
     with transformers_warnings_off():
@@ -267,7 +275,7 @@ def fine_tune(
     task.inputs.check(tokenizer, model_options.max_seq_length, task.raw)
 
     start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
-    model, info = load_model(model_source, model_options, training_args.seed, task.head)
+    model, info = load_model(weights_source, load_options, training_args.seed, task.head)
     run.begin(__version__)
     encoded = {
         split: task.inputs.encode(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
@@ -287,12 +295,12 @@ def fine_tune(
             logger.info(line)
         if note:
             logger.info(f"note: {note}")
-        if model_options.from_scratch:
+        if load_options.from_scratch:
             logger.info(f"random weights: the architecture of {model_options.model_name_or_path}")
-        elif checkpoint is None:
+        elif checkpoint is None and finished_training is None:
             for level, line in describe_head(model, info, task.head):
                 logger.log(level, line)
-        if phases.train and trainer_class is None:
+        if phases.train and trainer_class is None and finished_training is None:
             logger.info(batching.describe())
     encoded = {split: data.remove_columns("truncated") for split, data in encoded.items()}
     first_evaluation = task.evaluation[0][0]
@@ -306,49 +314,39 @@ def fine_tune(
         compute_metrics=task.metrics_for(first_evaluation),
     )
     metrics: dict[str, float] = {}
-    written: list[str] = []
-    trained = False
-    if phases.train:
-        if run.main_process:
-            for line in describe_training(training_args, len(encoded["train"]), checkpoint):
-                logger.info(line)
-        result = run.train(trainer, checkpoint)
-        trained = trainer.state.global_step > 0
-        run.save_model(trainer)
-        with run.writing():
-            trainer.save_metrics("train", result.metrics)
-            trainer.save_state()
-        written += ["model", "tokenizer", "train_results.json", "trainer_state.json"]
-    if phases.evaluate:
-        for split, prefix in task.evaluation:
-            trainer.compute_metrics = task.metrics_for(split)
-            evaluated = trainer.evaluate(encoded[split], metric_key_prefix=prefix)
-            metrics.update(evaluated)
-            if run.main_process:
-                logger.info(metric_line(prefix, evaluated))
-        with run.writing():
-            trainer.save_metrics("eval", metrics)
-        written.append("eval_results.json")
-    if phases.predict:
-        written += predict(run, trainer, task, encoded, metrics)
+    written = train_phase(run, trainer, len(encoded["train"]), checkpoint, finished_training) if phases.train else []
+    trained = phases.train and trainer.state.global_step > 0
+    with run.after_training(trainer, written) if trained else contextlib.nullcontext():
+        if phases.evaluate:
+            for split, prefix in task.evaluation:
+                trainer.compute_metrics = task.metrics_for(split)
+                evaluated = trainer.evaluate(encoded[split], metric_key_prefix=prefix)
+                metrics.update(evaluated)
+                if run.main_process:
+                    logger.info(metric_line(prefix, evaluated))
+            with run.writing():
+                trainer.save_metrics("eval", metrics)
+            written.append("eval_results.json")
+        if phases.predict:
+            written += predict(run, trainer, task, encoded, metrics)
 
-    def write_card():
-        return write_fine_tuning_card(
-            trainer,
-            None if model_options.from_scratch else model_options.model_name_or_path,
-            results=evaluation_results(metrics),
-            from_scratch=model_options.from_scratch,
-            architecture_of=Path(model_source.path).name if model_options.from_scratch else None,
-            note=task.card_note(metrics) if task.card_note is not None else None,
-            tasks=task.head.pipeline_tag,
-            **task.card,
-        )
+        def write_card():
+            return write_fine_tuning_card(
+                trainer,
+                None if model_options.from_scratch else model_options.model_name_or_path,
+                results=evaluation_results(metrics),
+                from_scratch=model_options.from_scratch,
+                architecture_of=Path(model_source.path).name if model_options.from_scratch else None,
+                note=task.card_note(metrics) if task.card_note is not None else None,
+                tasks=task.head.pipeline_tag,
+                **task.card,
+            )
 
-    if trained:
-        run.write_card(write_card)
-        written.append("model card (README.md)")
-        finished = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
-        run.finish(finished, [*WEIGHTS_AND_TOKENIZER, "README.md"])
+        if trained:
+            run.write_card(write_card)
+            written.append("model card (README.md)")
+            finished = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
+            run.finish(finished, [*WEIGHTS_AND_TOKENIZER, "README.md"])
     if run.main_process:
         report_end(model_options, task, trainer, phases, trained, written)
     if trained and training_args.push_to_hub:
@@ -362,6 +360,45 @@ def fine_tune(
         if run.main_process:
             logger.info(f"uploaded to https://huggingface.co/{trainer.hub_model_id}")
     return metrics
+
+
+def train_phase(
+    run: TrainingRun, trainer, train_examples: int, checkpoint: Path | None, finished: FinishedTraining | None
+) -> list[str]:
+    """Train (from `checkpoint`, None: the start) and write the model, tokenizer, training metrics and state, then the
+    training marker (`trained.json`) vouching for them; or, when an earlier run of these arguments `finished` its
+    training (and stopped later), take its model and state without training a step. Returns the outputs, as the
+    closing line names them."""
+    outputs = ["model", "tokenizer", "train_results.json", "trainer_state.json"]
+    if finished is not None:
+        trainer.state = TrainerState.load_from_json(str(finished.state))
+        if run.main_process:
+            logger.info(
+                f"training finished in an earlier run ({steps(trainer.state.global_step)}): evaluating and predicting "
+                f"with its model ({finished.model}), without training again"
+            )
+        if finished.outputs_whole:
+            return outputs
+        outputs.remove("train_results.json")  # the final checkpoint holds no training metrics
+    else:
+        if run.main_process:
+            for line in describe_training(trainer.args, train_examples, checkpoint):
+                logger.info(line)
+        result = run.train(trainer, checkpoint)
+        with run.writing():
+            trainer.save_metrics("train", result.metrics)
+    run.save_model(trainer)
+    with run.writing():
+        trainer.save_state()
+    if trainer.state.global_step > 0:
+        record = {"command": run.command, "global_step": trainer.state.global_step}
+        run.finish_training(record, [*WEIGHTS_AND_TOKENIZER, "train_results.json", "trainer_state.json"])
+    return outputs
+
+
+def steps(count: int) -> str:
+    """`1 step`, `75 steps`."""
+    return f"{count:,} step" if count == 1 else f"{count:,} steps"
 
 
 def predict(run: TrainingRun, trainer, task: Task, encoded: dict, metrics: dict) -> list[str]:
