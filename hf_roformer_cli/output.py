@@ -95,7 +95,8 @@ def interruption_line(interrupt: KeyboardInterrupt) -> str:
     trained = getattr(interrupt, "trained", None)
     if trained:
         return (
-            f"interrupted after training finished ({step} of {total} steps); complete in {output_dir}/: "
+            f"interrupted after training finished ({step} of {total} step{'' if total == 1 else 's'}); complete in "
+            f"{output_dir}/: "
             f"{', '.join(trained)}; run the same command again to do the rest with this model, without training again"
         )
     where = f" at step {step} of {total}" if step is not None and total else ""

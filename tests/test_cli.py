@@ -471,6 +471,20 @@ def test_ctrl_c_in_the_final_evaluation_says_training_is_done_and_the_rerun_trai
             scores[0]["eval_accuracy"])] * 2  # fmt: skip
 
 
+def test_progress_lines_reach_a_pipe_in_a_short_run_and_counts_read_right(checkpoint, glue, tmp_path):
+    """Output to a pipe, no --logging_steps: a loss line for the run's only step (transformers logs every 500 steps by
+    default: nothing in a short run); "1 step", "1 process", "1 label"."""
+    output = tmp_path / "out"
+    argv = finetune(checkpoint, glue, output, "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no")
+    result = cli(*argv, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "training: 1 step (0.25 epochs, batch 8 x 1 process), no checkpoints (--save_strategy no)" in lines
+    loss_line = re.compile(r"step 1/1 \(epoch 0\.25\): loss \d\.\d{4}, learning rate 1\.00e-03")
+    assert any(loss_line.fullmatch(line) for line in lines), lines
+    assert lines[-1].startswith(f"fine-tuned {checkpoint} on GLUE SST-2 (1 step); in {output}/:"), lines[-1]
+
+
 def test_traceback_on_request(checkpoint, glue, tmp_path):
     argv = finetune(checkpoint, glue, tmp_path / "out")
     argv[argv.index("--model_name_or_path") + 1] = "./my-model"

@@ -163,10 +163,11 @@ def describe_head(model, info: dict, head: Head) -> list[tuple[int, str]]:
     if new_head or any(key.startswith(head.weight_prefixes) for key in mismatched):
         unused_heads = sorted({HEAD_NAMES.get(key.split(".")[0], key.split(".")[0] + ".*") for key in unused})
         note = f"; the checkpoint's {' and '.join(unused_heads)} head goes unused" if unused_heads else ""
-        kind = "regression" if labels == 1 and model.config.problem_type == "regression" else f"{labels} labels{listed}"
+        regression = labels == 1 and model.config.problem_type == "regression"
+        kind = "regression" if regression else f"{counted(labels, 'label')}{listed}"
         lines.append((logging.INFO, f"new {head.name} head: {kind}{note}"))
     else:
-        lines.append((logging.INFO, f"{head.name} head from the checkpoint: {labels} labels{listed}"))
+        lines.append((logging.INFO, f"{head.name} head from the checkpoint: {counted(labels, 'label')}{listed}"))
     encoder_missing = [key for key in missing if not key.startswith(head.weight_prefixes)]
     if encoder_missing:
         shown = ", ".join(encoder_missing[:5]) + (" ..." if len(encoder_missing) > 5 else "")
@@ -211,12 +212,12 @@ def describe_training(training_args: TrainingArguments, train_examples: int, che
     """The summary's lines about training: steps and batch, where checkpoints go, where it resumes."""
     steps, epochs = planned_steps(training_args, train_examples)
     processes = max(training_args.world_size, 1)
-    batch = f"batch {training_args.per_device_train_batch_size} x {processes} process(es)"
+    batch = f"batch {training_args.per_device_train_batch_size} x {counted(processes, 'process', 'processes')}"
     if training_args.gradient_accumulation_steps > 1:
         batch += f" x {training_args.gradient_accumulation_steps} accumulated"
     saving = training_args.save_strategy != SaveStrategy.NO
     kept = f", checkpoints in {training_args.output_dir}/" if saving else ", no checkpoints (--save_strategy no)"
-    lines = [f"training: {steps:,} steps ({epochs:g} epochs, {batch}){kept}"]
+    lines = [f"training: {counted(steps, 'step')} ({epochs:g} epoch{'' if epochs == 1 else 's'}, {batch}){kept}"]
     if checkpoint is not None:
         explicit = training_args.resume_from_checkpoint is not None
         source = "as --resume_from_checkpoint asks" if explicit else "the last complete checkpoint"
@@ -374,8 +375,8 @@ def train_phase(
         trainer.state = TrainerState.load_from_json(str(finished.state))
         if run.main_process:
             logger.info(
-                f"training finished in an earlier run ({steps(trainer.state.global_step)}): evaluating and predicting "
-                f"with its model ({finished.model}), without training again"
+                f"training finished in an earlier run ({counted(trainer.state.global_step, 'step')}): evaluating and "
+                f"predicting with its model ({finished.model}), without training again"
             )
         if finished.outputs_whole:
             return outputs
@@ -396,9 +397,9 @@ def train_phase(
     return outputs
 
 
-def steps(count: int) -> str:
-    """`1 step`, `75 steps`."""
-    return f"{count:,} step" if count == 1 else f"{count:,} steps"
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 step`, `75 steps`: `count` and `noun`, in the plural (default: with an s) unless one."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {plural or noun + 's'}"
 
 
 def predict(run: TrainingRun, trainer, task: Task, encoded: dict, metrics: dict) -> list[str]:
@@ -433,7 +434,7 @@ def report_end(model_options: ModelOptions, task: Task, trainer, phases: Phases,
     if trained:
         logger.info(
             f"fine-tuned {model_options.model_name_or_path} on {task.description} "
-            f"({trainer.state.global_step} steps); in {output_dir}/: {files}"
+            f"({counted(trainer.state.global_step, 'step')}); in {output_dir}/: {files}"
         )
     elif phases.train:
         logger.warning(f"no training step ran; no model card written to {output_dir}/")
