@@ -625,6 +625,18 @@ class HfRoFormerPredictionHeadTransform(nn.Module):
         return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
 
 
+class HfRoFormerOutputLinear(nn.Linear):
+    """The `nn.Linear` of an output head (vocabulary logits, token labels), whose output is a tensor of its own, never a
+    view: torch's linear with a bias returns, for inputs of more than two dimensions, a view of its 2-D product, and
+    FSDP2 warns that an in-place op on a view output of a sharded module would skip its hooks (wrong gradients). The
+    product without the bias is not a view; the bias is added to it. Same parameters and names as `nn.Linear`."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """`input @ weight.T + bias`, as a new tensor."""
+        output = nn.functional.linear(input, self.weight)
+        return output if self.bias is None else output + self.bias
+
+
 class HfRoFormerLMPredictionHead(nn.Module):
     """Vocabulary logits: transform, then the (tied) embedding matrix plus an output-only bias; without
     `lm_head_transform` (RoFormer-V2) the bare tied embedding matrix (no transform, no bias)."""
@@ -632,10 +644,10 @@ class HfRoFormerLMPredictionHead(nn.Module):
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
         if not config.lm_head_transform:
-            self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
+            self.decoder = HfRoFormerOutputLinear(config.embedding_size, config.vocab_size, bias=False)
             return
         self.transform = HfRoFormerPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=True)
+        self.decoder = HfRoFormerOutputLinear(config.embedding_size, config.vocab_size, bias=True)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -997,8 +1009,8 @@ class HfRoFormerTaskModel(HfRoFormerPreTrainedModel):
             inputs_embeds=inputs_embeds, read_positions=self.read_positions, return_dict=True, **kwargs,
         )
         logits = self.logits(outputs.last_hidden_state, attention_mask)
-        if num_choices is not None:
-            logits = logits.view(-1, num_choices)
+        if num_choices is not None:  # a tensor of its own, not a view (see `HfRoFormerOutputLinear`): batch x choices
+            logits = logits.view(-1, num_choices).clone()
         loss = None if labels is None else self.loss(logits, labels, **kwargs)
         return self.output_type(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -1260,7 +1272,7 @@ class HfRoFormerForTokenClassification(HfRoFormerTaskModel):
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
         self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = HfRoFormerOutputLinear(config.hidden_size, config.num_labels)
         self.post_init()
 
     def logits(self, sequence_output, attention_mask):
