@@ -309,7 +309,8 @@ def run_pretraining(
         run.write_card(lambda: write_pretraining_card(run.output_dir, model, tokenizer, corpus, history))
         finished = {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics}
         run.finish(finished, ["config.json", "model.safetensors", "tokenizer_config.json", "README.md"])
-        logger.info(f"pre-trained {type(model).__name__} in {len(stages)} stage(s): masked-token accuracy "
+        stage_count = f"{len(stages)} stage{'' if len(stages) == 1 else 's'}"
+        logger.info(f"pre-trained {type(model).__name__} in {stage_count}: masked-token accuracy "
                     f"{metrics.get('eval_accuracy', float('nan')):.2%} on {len(validation_documents):,} held-out "
                     f"documents; model, tokenizer and card in {run.output_dir}/")  # fmt: skip
     return metrics
