@@ -173,7 +173,12 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
         group.add_argument(*option("text_column_names"), metavar="A[,B]",
                            help="one or two text columns (default: sentence1,sentence2 / sentence / text)")  # fmt: skip
         group.add_argument(*option("label_column_name"), default="label", help="the label column (default: label)")
-        add_flag(group, "do_regression", "predict a score (default: when the training labels have fractional parts)")
+        add_flag(
+            group,
+            "do_regression",
+            "true: predict a score; false: the labels are classes (default: strings and integers are classes, "
+            "numbers with a fractional part a score; floats that are all whole, such as 0.0/1.0, must be told)",
+        )
     else:
         group.add_argument(*option("data_dir"), required=True,
                            help="directory holding train.json, valid.json and (optionally) test.json")  # fmt: skip

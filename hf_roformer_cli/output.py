@@ -92,6 +92,13 @@ def interruption_line(interrupt: KeyboardInterrupt) -> str:
     if output_dir is None:
         return "interrupted; nothing was finished: run the same command again to start it"
     step, total, checkpoint = interrupt.step, interrupt.total_steps, interrupt.checkpoint
+    trained = getattr(interrupt, "trained", None)
+    if trained:
+        return (
+            f"interrupted after training finished ({step} of {total} step{'' if total == 1 else 's'}); complete in "
+            f"{output_dir}/: "
+            f"{', '.join(trained)}; run the same command again to do the rest with this model, without training again"
+        )
     where = f" at step {step} of {total}" if step is not None and total else ""
     if checkpoint is not None:
         return f"interrupted{where}; run the same command again to resume from {checkpoint}"
@@ -114,7 +121,25 @@ def report_failure(error: BaseException) -> int:
         raise error
     if is_main_process():
         print(f"error: {error}", file=sys.stderr)
+    tell_the_launcher(f"error: {error}")
     return 1
+
+
+def tell_the_launcher(line: str) -> None:
+    """Under torchrun, write this process's one-line failure where the launcher reads it (`TORCHELASTIC_ERROR_FILE`,
+    torch's error-file format): torchrun's closing report (`ChildFailedError`, printed last, after its own
+    traceback) then shows the line of every failed rank, the first under "Root Cause", instead of a link."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    import json
+    import time
+
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"message": line, "timestamp": int(time.time())}, handle)
+    except OSError:
+        pass  # the report then shows torch's link instead of the line, which was printed above anyway
 
 
 __all__ = ["configure_output", "interruption_line", "is_foreseen", "quiet_libraries", "report_failure"]

@@ -1,4 +1,5 @@
-"""`hf-roformer plot decay|methods`: figures of RoPE (the `plots` app)."""
+"""`hf-roformer plot decay|methods`: figures of RoPE (the `plots` app). Each figure is a subcommand with its own
+options, so `hf-roformer plot decay --help` describes that figure."""
 
 import argparse
 
@@ -6,27 +7,46 @@ from .parsing import HelpFormatter, option, positive_float, positive_int
 
 
 EXTRA = "plot"
+NEEDS = 'Needs the `plot` extra: pip install "hf_roformer[plot]".'
+FIGURES = {
+    "decay": (
+        "the long-term decay bound of the paper (appendix C, figure 3)",
+        "How the upper bound of RoPE's attention score falls with the relative distance, for head dimension d.",
+        128,
+    ),
+    "methods": (
+        "the rotation pattern of each rope scaling method",
+        "The rotation angle of each feature pair at a position past the pre-training length L, for each rope scaling "
+        "method at factor s.",
+        64,
+    ),
+}
 
 
 def add_parser(commands) -> None:
-    """`plot` and its options."""
+    """`plot` and its figures."""
     parser = commands.add_parser(
         "plot",
         help="figures of RoPE (needs matplotlib: pip install 'hf_roformer[plot]')",
         description="Figures of RoPE: `decay`, the paper's long-term decay bound (appendix C, figure 3); `methods`, "
-        "the rotation pattern of each rope scaling method.\n\n"
-        'Needs the `plot` extra: pip install "hf_roformer[plot]".',
+        "the rotation pattern of each rope scaling method. `hf-roformer plot FIGURE --help` lists its options.\n\n"
+        + NEEDS,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("figure", choices=["decay", "methods"], help="long-term decay bound, or scaling methods")
-    parser.add_argument(*option("output"), required=True, help="PNG file to write")
-    parser.add_argument(*option("head_dim"), type=positive_int,
-                        help="head dimension d (default 128 for decay, 64 for methods)")  # fmt: skip
-    parser.add_argument(*option("factor"), type=positive_float, default=4.0,
-                        help="scaling factor s (methods; default: %(default)s)")  # fmt: skip
-    parser.add_argument(*option("original_length"), type=positive_int, default=512,
-                        help="pre-training length L (methods; default: %(default)s)")  # fmt: skip
-    parser.set_defaults(_run=run)
+    figures = parser.add_subparsers(dest="figure", required=True, metavar="FIGURE")
+    for name, (summary, details, head_dim) in FIGURES.items():
+        figure = figures.add_parser(
+            name, help=summary, description=f"Draw {summary}.\n\n{details}\n\n{NEEDS}", formatter_class=HelpFormatter
+        )
+        figure.add_argument(*option("output"), required=True, help="PNG file to write")
+        figure.add_argument(*option("head_dim"), type=positive_int, default=head_dim,
+                            help="head dimension d (default: %(default)s)")  # fmt: skip
+        if name == "methods":
+            figure.add_argument(*option("factor"), type=positive_float, default=4.0,
+                                help="scaling factor s (default: %(default)s)")  # fmt: skip
+            figure.add_argument(*option("original_length"), type=positive_int, default=512,
+                                help="pre-training length L (default: %(default)s)")  # fmt: skip
+        figure.set_defaults(_run=run)
 
 
 def run(args: argparse.Namespace, passed_through: list[str]) -> None:
@@ -35,15 +55,15 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     from hf_roformer.utils.extras import require_extra
 
     require_extra(EXTRA, "`hf-roformer plot`")
-    if args.head_dim is not None and args.head_dim % 2:
+    if args.head_dim % 2:
         raise UsageError(f"--head_dim {args.head_dim}: RoPE rotates pairs of features, so it must be even")
     from hf_roformer.apps import plots
 
     if args.figure == "decay":
-        path = plots.plot_long_term_decay(args.output, head_dim=args.head_dim or 128)
+        path = plots.plot_long_term_decay(args.output, head_dim=args.head_dim)
     else:
         path = plots.plot_rope_methods(
-            args.output, head_dim=args.head_dim or 64, factor=args.factor, original_length=args.original_length
+            args.output, head_dim=args.head_dim, factor=args.factor, original_length=args.original_length
         )
     print(path)
 

@@ -37,7 +37,7 @@ COMMON_OPTIONS = (
     ("save_strategy", str, "when to save a checkpoint: no, steps, epoch or best"),
     ("save_steps", positive_int, "save every N steps (--save_strategy steps)"),
     ("save_total_limit", positive_int, "keep at most N checkpoints"),
-    ("logging_steps", positive_int, "log the loss every N steps"),
+    ("logging_steps", positive_int, "log the loss every N steps (default: at every twentieth of the run's steps)"),
     ("seed", non_negative_int, "random seed of the head's initialization, shuffling and dropout"),
     ("bf16", None, "train in bfloat16 mixed precision"),
     ("fp16", None, "train in float16 mixed precision"),
@@ -50,6 +50,9 @@ COMMON_OPTIONS = (
     ("disable_tqdm", None, "no progress bar (default: a bar on a terminal, log lines otherwise)"),
 )
 PHASES = ("do_train", "do_eval", "do_predict")
+# The loss is logged at every twentieth of the steps unless the command or the user says otherwise: transformers'
+# default (every 500 steps) prints nothing in runs shorter than that, which on a CPU can last an hour.
+LOGGED_FRACTION = 0.05
 COMMAND_ONLY = ("overwrite_output_dir", "help_all", *PHASES)
 
 
@@ -131,7 +134,23 @@ def training_arguments(args: argparse.Namespace, passed_through: list[str], defa
             raise UsageError(f"unrecognized arguments {unknown} (`{prog} --help_all` lists every option)") from None
         raise UsageError(text) from None
     training_args.do_train, training_args.do_eval, training_args.do_predict = requested_phases(args)
+    if "logging_steps" not in values and "logging_steps" not in given_elsewhere:
+        training_args.logging_steps = LOGGED_FRACTION  # after parsing: `eval_steps` still defaults to transformers' 500
+    check_device_options(training_args)
     return training_args
+
+
+def check_device_options(training_args) -> None:
+    """Refuse options that cannot apply on the device the run trains on, which transformers accepts and then ignores
+    without a word: float16 mixed precision on the CPU (accelerate applies it only on an accelerator). transformers
+    refuses the others itself (`--bf16` without a GPU unless `--use_cpu`, `--tf32`)."""
+    from hf_roformer.utils.errors import UsageError
+
+    if training_args.fp16 and training_args.device.type == "cpu":
+        raise UsageError(
+            "--fp16 cannot apply: training runs on the CPU, where float16 mixed precision is not available; use --bf16 "
+            "for mixed precision on the CPU, or leave it out"
+        )
 
 
 def run_arguments(args: argparse.Namespace, training_args) -> dict:
@@ -146,6 +165,7 @@ def run_arguments(args: argparse.Namespace, training_args) -> dict:
 __all__ = [
     "COMMON_OPTIONS",
     "add_trainer_options",
+    "check_device_options",
     "print_all_trainer_options",
     "requested_phases",
     "run_arguments",

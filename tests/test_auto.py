@@ -7,6 +7,7 @@ import pytest
 import torch
 import transformers
 from conftest import run_without_the_package, tiny_config
+from transformers.testing_utils import CaptureLogger
 
 import hf_roformer
 from hf_roformer.remote_code.saving_hf_roformer import AUTO_MAP
@@ -227,7 +228,9 @@ def test_routed_fill_mask_pipeline_answers_as_transformers_roformer(tmp_path):
     finally:
         hf_roformer.use_for_roformer_checkpoints(False)
     assert type(routed_pipeline.model) is hf_roformer.HfRoFormerForMaskedLM
-    assert type(routed_pipeline.tokenizer) is type(expected_pipeline.tokenizer)  # the checkpoint's own tokenizer
+    # the checkpoint's own tokenizer, less its "indexing errors" warning
+    assert type(expected_pipeline.tokenizer) is transformers.RoFormerTokenizer
+    assert type(routed_pipeline.tokenizer).__mro__[1] is transformers.RoFormerTokenizer
     answers = routed_pipeline(text, top_k=5)
     assert [answer["token"] for answer in answers] == [answer["token"] for answer in expected]
     torch.testing.assert_close(
@@ -251,3 +254,36 @@ def test_routed_sequence_classification_head_and_pipeline(routed, tmp_path):
     scores = {answer["label"]: answer["score"] for answer in result}
     actual = torch.tensor([scores[reference.config.id2label[index]] for index in range(3)])
     torch.testing.assert_close(actual, expected, atol=ROUTING_TOLERANCE, rtol=0)
+
+
+def test_routed_tokenizer_has_no_indexing_errors_warning_and_the_same_ids(tmp_path):
+    """A text past the trained length: transformers' `RoFormerTokenizer` warns of "indexing errors" (true for its
+    position table); the tokenizer routed checkpoints get is silent (hf_roformer has none) and encodes alike; a
+    tokenizer saved from it names transformers' class; switched off, transformers' own class is back."""
+    transformers_checkpoint("AutoModelForMaskedLM", tmp_path)
+    text = "今天天气很好，我们去公园散步" * 15
+    log = transformers.utils.logging.get_logger("transformers.tokenization_utils_base")
+    encoded, warnings, classes = [], [], []
+    try:
+        for routed in (False, True, False):
+            hf_roformer.use_for_roformer_checkpoints(routed)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, model_max_length=TRAINED_LENGTH)
+            with CaptureLogger(log) as captured:
+                encoded.append(tokenizer(text)["input_ids"])
+            warnings.append(captured.out)
+            classes.append(type(tokenizer))
+            if routed:
+                tokenizer.save_pretrained(tmp_path / "saved")
+    finally:
+        hf_roformer.use_for_roformer_checkpoints(False)
+    length = len(encoded[0])
+    assert length > TRAINED_LENGTH and encoded[1] == encoded[0] == encoded[2]
+    indexing = (
+        f"Token indices sequence length is longer than the specified maximum sequence length for this model ({length} "
+        f"> {TRAINED_LENGTH}). Running this sequence through the model will result in indexing errors\n"
+    )
+    assert warnings == [indexing, "", indexing]
+    assert classes[0] is classes[2] is transformers.RoFormerTokenizer and classes[1] is not classes[0]
+    assert json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())["tokenizer_class"] == (
+        "RoFormerTokenizer"
+    )

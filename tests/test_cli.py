@@ -177,6 +177,11 @@ def test_missing_required_option_is_one_line(tmp_path, capsys):
             {"--data_dir": "no-such-dir"},
             "no-such-dir/SST-2/train.tsv: file not found",
         ),
+        (
+            {"--fp16": "true"},
+            "--fp16 cannot apply: training runs on the CPU, where float16 mixed precision is not available; use --bf16 "
+            "for mixed precision on the CPU, or leave it out\n",
+        ),
     ],
 )
 def test_unusable_arguments_are_refused_before_anything_is_written(change, message, checkpoint, glue, tmp_path, capsys):
@@ -189,6 +194,51 @@ def test_unusable_arguments_are_refused_before_anything_is_written(change, messa
     error = cli_failure(capsys, argv)
     assert error.startswith(f"error: {message}") and error.count("\n") == 1, error
     assert not (tmp_path / "out").exists()
+
+
+def test_whole_float_labels_are_refused_in_one_line_and_a_fractional_score_is_announced(checkpoint, tmp_path, capsys):
+    """`0.0`/`1.0` labels: one line naming both settings, nothing written; `--do_regression false` trains classes;
+    labels with a fractional part are a regression, said at the start with the setting that makes them classes."""
+    rows = "".join(f"{text},{float(i % 2)}\n" for i, text in enumerate(["good film", "bad plot", "fine", "awful"]))
+    (tmp_path / "train.csv").write_text("text,label\n" + rows)
+    output = tmp_path / "out"
+    argv = [
+        "finetune", "text-classification", "--model", str(checkpoint), "--train_file", str(tmp_path / "train.csv"),
+        "--validation_file", str(tmp_path / "train.csv"), "--output_dir", str(output), "--max_seq_length", "16",
+        "--max_steps", "1", "--use_cpu", "--save_strategy", "no", "--eval_strategy", "no", "--do_train",
+    ]  # fmt: skip
+    assert cli_failure(capsys, argv) == (
+        f"error: {tmp_path}/train.csv:2: the labels (0.0, 1.0) are whole numbers written as floats: classes or "
+        "scores? Pass --do_regression false for classes or --do_regression true for a score (regression)\n"
+    )
+    assert not output.exists()
+    assert (
+        hf_roformer_cli.run([*argv, "--do_regression", "false"]) == {}
+        and "new classification head: 2 labels (0.0, 1.0)" in capsys.readouterr().out
+    )
+    (tmp_path / "train.csv").write_text("text,label\n" + rows.replace("1.0", "0.5"))
+    hf_roformer_cli.run([*argv, "--overwrite_output_dir"])
+    printed = capsys.readouterr().out
+    assert (
+        "train.csv: labels with a fractional part make this a regression (one score, as run_glue.py reads a float "
+        "column); --do_regression false reads them as classes\n"
+    ) in printed and "new classification head: regression" in printed
+
+
+def test_model_directory_without_tokenizer_files_is_one_line_naming_tokenizer_name(checkpoint, glue, tmp_path, capsys):
+    """Weights saved alone: one line naming the directory and --tokenizer_name, nothing written; with
+    --tokenizer_name the same command trains."""
+    weights = tmp_path / "weights-only"
+    hf_roformer.HfRoFormerForMaskedLM.from_pretrained(checkpoint).save_pretrained(weights)
+    output = tmp_path / "out"
+    argv = finetune(weights, glue, output, "--max_steps", "1", "--do_train", "--save_strategy", "no")
+    assert cli_failure(capsys, argv) == (
+        f"error: --model_name_or_path {weights}: {weights} holds no tokenizer files (tokenizer_config.json, "
+        "tokenizer.json, vocab.txt); give the tokenizer with --tokenizer_name (a directory or Hub id)\n"
+    )
+    assert not output.exists()
+    hf_roformer_cli.run([*argv, "--tokenizer_name", str(checkpoint)])
+    assert (output / "finished.json").exists() and (output / "tokenizer_config.json").exists()
 
 
 class DeadHub:
@@ -365,6 +415,74 @@ def test_ctrl_c_says_where_it_stopped_and_the_rerun_resumes_exactly(checkpoint, 
     expected, actual = load_file(whole / "model.safetensors"), load_file(interrupted / "model.safetensors")
     for name, tensor in expected.items():
         torch.testing.assert_close(actual[name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+@pytest.fixture(scope="module")
+def ended_inside_an_epoch(checkpoint, glue, tmp_path_factory):
+    """(the command of a run whose training ends inside an epoch, 3 steps of 4, with a checkpoint at its end and no
+    evaluation during training; that run's output directory, done in one go)."""
+
+    def command(output):
+        return finetune(checkpoint, glue, output, "--max_steps", "3", "--save_steps", "3", "--eval_strategy", "no")
+
+    whole = tmp_path_factory.mktemp("whole") / "out"
+    hf_roformer_cli.run(command(whole))
+    return command, whole
+
+
+@pytest.mark.parametrize("lost", [(), ("trained.json", "model.safetensors")], ids=["outputs-whole", "save-cut"])
+def test_ctrl_c_in_the_final_evaluation_says_training_is_done_and_the_rerun_trains_no_step(
+    lost, ended_inside_an_epoch, tmp_path, capsys, monkeypatch
+):
+    """Ctrl-C in the final evaluation: one line naming the complete outputs; the rerun trains no step (global_step
+    stays at max_steps) and ends with the uninterrupted run's weights and scores, also when the stop came before the
+    training outputs were vouched for (then from the final checkpoint)."""
+    command, whole = ended_inside_an_epoch
+    interrupted = tmp_path / "interrupted"
+    evaluate = transformers.Trainer.evaluate
+
+    def ctrl_c(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(transformers.Trainer, "evaluate", ctrl_c)
+    assert cli_failure(capsys, command(interrupted), status=130).splitlines()[-1] == (
+        f"interrupted after training finished (3 of 3 steps); complete in {interrupted}/: model, tokenizer, "
+        "train_results.json, trainer_state.json; run the same command again to do the rest with this model, without "
+        "training again"
+    )
+    assert not (interrupted / "finished.json").exists() and not (interrupted / "eval_results.json").exists()
+    monkeypatch.setattr(transformers.Trainer, "evaluate", evaluate)
+    for name in lost:
+        (interrupted / name).unlink()
+    hf_roformer_cli.main(command(interrupted))
+    printed = capsys.readouterr().out
+    source = interrupted / "checkpoint-3" if lost else interrupted
+    assert f"training finished in an earlier run (3 steps): evaluating and predicting with its model ({source})" in (
+        printed
+    )
+    assert "step 4/3" not in printed and (interrupted / "finished.json").exists()
+    state = json.loads((interrupted / "trainer_state.json").read_text())
+    assert (state["global_step"], state["max_steps"]) == (3, 3)
+    expected, actual = load_file(whole / "model.safetensors"), load_file(interrupted / "model.safetensors")
+    for name, tensor in expected.items():
+        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
+    scores = [json.loads((output / "eval_results.json").read_text()) for output in (whole, interrupted)]
+    assert [(score["eval_loss"], score["eval_accuracy"]) for score in scores] == [(scores[0]["eval_loss"],
+            scores[0]["eval_accuracy"])] * 2  # fmt: skip
+
+
+def test_progress_lines_reach_a_pipe_in_a_short_run_and_counts_read_right(checkpoint, glue, tmp_path):
+    """Output to a pipe, no --logging_steps: a loss line for the run's only step (transformers logs every 500 steps by
+    default: nothing in a short run); "1 step", "1 process", "1 label"."""
+    output = tmp_path / "out"
+    argv = finetune(checkpoint, glue, output, "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no")
+    result = cli(*argv, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "training: 1 step (0.25 epochs, batch 8 x 1 process), no checkpoints (--save_strategy no)" in lines
+    loss_line = re.compile(r"step 1/1 \(epoch 0\.25\): loss \d\.\d{4}, learning rate 1\.00e-03")
+    assert any(loss_line.fullmatch(line) for line in lines), lines
+    assert lines[-1].startswith(f"fine-tuned {checkpoint} on GLUE SST-2 (1 step); in {output}/:"), lines[-1]
 
 
 def test_traceback_on_request(checkpoint, glue, tmp_path):

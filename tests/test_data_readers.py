@@ -162,6 +162,52 @@ def test_fractional_labels_make_a_regression(tmp_path):
     assert labels.is_regression and splits["train"]["label"] == [4.5, 0.0, 2.25]
 
 
+@pytest.mark.parametrize(
+    ("train", "suffix", "shown"),
+    [
+        ("text,label\n好,1.0\n坏,0.0\n一般,1.0\n", ".csv", "train.csv:2: the labels (0.0, 1.0)"),
+        (
+            '{"text": "好", "label": 1.0}\n{"text": "坏", "label": 0.0}\n',
+            ".jsonl",
+            "train.jsonl:1: the labels (0.0, 1.0)",
+        ),
+    ],
+)
+def test_whole_floats_are_refused_naming_both_choices(train, suffix, shown, tmp_path):
+    """0.0/1.0 could be two classes or scores: no guess; the message names both settings."""
+    with pytest.raises(DataError) as error:
+        read_own(tmp_path, train, suffix=suffix)
+    assert str(error.value) == (
+        f"{tmp_path}/{shown} are whole numbers written as floats: classes or scores? Pass --do_regression false for "
+        "classes or --do_regression true for a score (regression)"
+    )
+
+
+def test_the_flag_decides_what_whole_floats_are(tmp_path):
+    splits, labels, _ = read_own(tmp_path, "text,label\n好,10.0\n坏,2.0\n一般,10.0\n", regression=False)
+    assert labels.names == ("2.0", "10.0") and splits["train"]["label"] == [1, 0, 1]  # numeric order
+    splits, labels, _ = read_own(tmp_path, "text,label\n好,10.0\n坏,2.0\n一般,10.0\n", regression=True)
+    assert labels.is_regression and splits["train"]["label"] == [10.0, 2.0, 10.0]
+
+
+def test_all_column_problems_of_every_file_in_one_message(tmp_path):
+    """A renamed text column and label column, in the training file and the validation file: one message."""
+    with pytest.raises(DataError) as error:
+        read_own(tmp_path, "review,y\n好,1\n坏,0\n", "sentence,label\n好,1\n坏,0\n", text_columns=["review"])
+    assert str(error.value) == (
+        f"{tmp_path}/train.csv: no label column 'label' (--label_column_name); the columns are ['review', 'y']; "
+        f"{tmp_path}/dev.csv: no column(s) ['review'] (--text_column_names); the columns are ['sentence', 'label']"
+    )
+    with pytest.raises(DataError) as error:
+        read_own(tmp_path, "review,y\n好,1\n坏,0\n")
+    assert str(error.value) == (
+        f"{tmp_path}/train.csv: no text column found (looked for sentence1 + sentence2, sentence, text; name them with "
+        "--text_column_names); no label column 'label' (--label_column_name); the columns are ['review', 'y']; "
+        f"{tmp_path}/dev.csv: no text column found (looked for sentence1 + sentence2, sentence, text; name them with "
+        "--text_column_names); no label column 'label' (--label_column_name); the columns are ['review', 'y']"
+    )
+
+
 def test_json_lines_split_on_newline_only(tmp_path):
     records = [{"text": "甲\u2028乙", "label": "a"}, {"text": "丙\u0085丁", "label": "b"}]
     text = "\ufeff" + "\r\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\r\n\n"

@@ -543,3 +543,31 @@ def test_full_demo_reaches_85_percent_and_beats_training_from_scratch(tmp_path):
     scratch = run_demo(str(tmp_path / "scratch"), from_scratch=True)["eval_accuracy"]
     # Measured when the recipe was chosen: see docs/fine-tuning.md.
     assert pretrained >= 0.85 and pretrained > scratch, (pretrained, scratch)
+
+
+def test_saved_trained_length_is_the_longest_training_input(tiny_checkpoint, tmp_path, capsys):
+    """`--max_seq_length 100000` on texts of about 100 tokens: the config and the tokenizer carry the longest
+    tokenized training input, and the rope-scaling note computes its factor from the longest input."""
+    rng = np.random.default_rng(0)
+    texts = {split: [sentence(rng, int(rng.integers(20, 40))) for _ in range(8)] for split in ("train", "dev")}
+    for split, rows in texts.items():
+        (tmp_path / f"{split}.csv").write_text("text,label\n" + "".join(f"{t},{i % 2}\n" for i, t in enumerate(rows)))
+    tokenizer = hf_roformer.HfRoFormerTokenizer.from_pretrained(tiny_checkpoint)
+    longest = {split: max(len(tokenizer(text)["input_ids"]) for text in rows) for split, rows in texts.items()}
+    assert 64 < longest["train"] != longest["dev"]
+    output = tmp_path / "out"
+    hf_roformer_cli.main(
+        ["finetune", "text-classification", "--model", str(tiny_checkpoint), "--train_file",
+         str(tmp_path / "train.csv"), "--validation_file", str(tmp_path / "dev.csv"), "--output_dir", str(output),
+         "--max_seq_length", "100000", "--max_steps", "1", "--use_cpu", "--disable_tqdm", "true", "--save_strategy",
+         "no", "--eval_strategy", "no", "--do_train"]
+    )  # fmt: skip
+    assert json.loads((output / "config.json").read_text())["max_position_embeddings"] == longest["train"]
+    assert json.loads((output / "tokenizer_config.json").read_text())["model_max_length"] == longest["train"]
+    reach, factor = max(longest.values()), -(-max(longest.values()) // 64)
+    assert (
+        f"note: inputs up to {reach} tokens: 16 of 16 texts are longer than the 64 tokens the checkpoint was trained "
+        f"at. RoPE has no position table, so the model runs at any length, but distances past 64 are new to it; rope "
+        f"scaling maps them into the trained range, e.g. --rope_parameters '{{\"rope_type\": \"ntk\", \"factor\": "
+        f"{factor}.0}}'"
+    ) in capsys.readouterr().out

@@ -177,8 +177,13 @@ def test_processes_that_would_train_alone_are_refused(tiny_checkpoint, tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert result.returncode != 0
-    assert (
+    line = (
         f"error: 2 processes were launched (WORLD_SIZE=2), but each would train alone and all would write "
-        f"{tmp_path / 'out'}; without a GPU, pass --use_cpu so that they train together (gloo)\n"
-    ) in result.stderr
+        f"{tmp_path / 'out'}; without a GPU, pass --use_cpu so that they train together (gloo)"
+    )
+    assert line + "\n" in result.stderr
+    # torchrun's closing report, printed last, shows each rank's line (the root cause's at the very end)
+    report = result.stderr.rstrip().splitlines()
+    assert report[-1].startswith("=====") and report[-2] == f"  traceback : {line}", result.stderr[-3000:]
+    assert result.stderr.count(f"  traceback : {line}") == 2
     assert not (tmp_path / "out").exists()

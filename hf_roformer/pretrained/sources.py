@@ -125,6 +125,27 @@ def resolve_model_source(
     )
 
 
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.txt")  # what `save_pretrained` writes
+
+
+def load_tokenizer(source: ModelSource, flag: str, tokenizer_flag: str, **kwargs):
+    """`AutoTokenizer.from_pretrained` for `source` (given with `flag`), with `kwargs`; a local directory that holds
+    no tokenizer files (weights saved alone), on which the tokenizer class fails with a message of its own, raises
+    `ModelSourceError` naming the directory and the option that gives the tokenizer (`tokenizer_flag`)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(source.path, **kwargs, **source.load_kwargs)
+    except (ValueError, OSError, TypeError):
+        directory = Path(source.path)
+        if source.local and not any((directory / name).exists() for name in TOKENIZER_FILES):
+            raise ModelSourceError(
+                f"{flag} {source.name}: {directory} holds no tokenizer files ({', '.join(TOKENIZER_FILES)}); give the "
+                f"tokenizer with {tokenizer_flag} (a directory or Hub id)"
+            ) from None
+        raise
+
+
 def check_hub_upload(flag: str = "--push_to_hub", token: str | None = None) -> None:
     """Refuse an upload that cannot happen, before any work: offline mode, no token, or a Hub out of reach."""
     if hub_offline():
@@ -141,4 +162,11 @@ def check_hub_upload(flag: str = "--push_to_hub", token: str | None = None) -> N
         )
 
 
-__all__ = ["ModelSource", "check_hub_upload", "hub_offline", "hub_unreachable_reason", "resolve_model_source"]
+__all__ = [
+    "ModelSource",
+    "check_hub_upload",
+    "hub_offline",
+    "hub_unreachable_reason",
+    "load_tokenizer",
+    "resolve_model_source",
+]

@@ -28,6 +28,18 @@ class HfRoFormerPredictionHeadTransform(nn.Module):
         return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
 
 
+class HfRoFormerOutputLinear(nn.Linear):
+    """The `nn.Linear` of an output head (vocabulary logits, token labels), whose output is a tensor of its own, never a
+    view: torch's linear with a bias returns, for inputs of more than two dimensions, a view of its 2-D product, and
+    FSDP2 warns that an in-place op on a view output of a sharded module would skip its hooks (wrong gradients). The
+    product without the bias is not a view; the bias is added to it. Same parameters and names as `nn.Linear`."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """`input @ weight.T + bias`, as a new tensor."""
+        output = nn.functional.linear(input, self.weight)
+        return output if self.bias is None else output + self.bias
+
+
 class HfRoFormerLMPredictionHead(nn.Module):
     """Vocabulary logits: transform, then the (tied) embedding matrix plus an output-only bias; without
     `lm_head_transform` (RoFormer-V2) the bare tied embedding matrix (no transform, no bias)."""
@@ -35,10 +47,10 @@ class HfRoFormerLMPredictionHead(nn.Module):
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
         if not config.lm_head_transform:
-            self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
+            self.decoder = HfRoFormerOutputLinear(config.embedding_size, config.vocab_size, bias=False)
             return
         self.transform = HfRoFormerPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=True)
+        self.decoder = HfRoFormerOutputLinear(config.embedding_size, config.vocab_size, bias=True)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,7 @@ from .heads_hf_roformer import (
     HfRoFormerLMPredictionHead,
     HfRoFormerMeanPoolingHead,
     HfRoFormerOnlyMLMHead,
+    HfRoFormerOutputLinear,
     flatten_choices,
     span_loss,
     with_labelled_token_count,
@@ -330,8 +331,8 @@ class HfRoFormerTaskModel(HfRoFormerPreTrainedModel):
             inputs_embeds=inputs_embeds, read_positions=self.read_positions, return_dict=True, **kwargs,
         )
         logits = self.logits(outputs.last_hidden_state, attention_mask)
-        if num_choices is not None:
-            logits = logits.view(-1, num_choices)
+        if num_choices is not None:  # a tensor of its own, not a view (see `HfRoFormerOutputLinear`): batch x choices
+            logits = logits.view(-1, num_choices).clone()
         loss = None if labels is None else self.loss(logits, labels, **kwargs)
         return self.output_type(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -558,7 +559,7 @@ class HfRoFormerForTokenClassification(HfRoFormerTaskModel):
     def __init__(self, config: HfRoFormerConfig):
         super().__init__(config)
         self.dropout = HfRoFormerDropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = HfRoFormerOutputLinear(config.hidden_size, config.num_labels)
         self.post_init()
 
     def logits(self, sequence_output, attention_mask):

@@ -33,6 +33,7 @@ from .file_integrity import safetensors_problem, torch_file_problem
 logger = logging.getLogger(__name__)
 
 FINISHED = "finished.json"
+TRAINED = "trained.json"  # the training phase's marker: its model and state are whole, whatever comes after failed
 TRAINER_STATE = "trainer_state.json"
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "pytorch_model.bin")
 
@@ -128,25 +129,25 @@ def resume_checkpoint(output_dir: str | Path, requested: str | None, world_size:
     return last_complete_checkpoint(output_dir, world_size)
 
 
-def write_finished(directory: str | Path, record: dict, files: list[str] | None = None) -> Path:
-    """Write the marker that says `directory` holds a finished run (or stage), atomically and last. `files` (paths
-    relative to `directory`) are the outputs it vouches for: their sizes are recorded, and the marker counts only
-    while they are all there and whole (`finished_problem`)."""
+def write_finished(directory: str | Path, record: dict, files: list[str] | None = None, name: str = FINISHED) -> Path:
+    """Write the marker `name` that says `directory` holds a finished run (or stage; `TRAINED`: a finished training
+    phase), atomically and last. `files` (paths relative to `directory`) are the outputs it vouches for: their sizes
+    are recorded, and the marker counts only while they are all there and whole (`finished_problem`)."""
     directory = Path(directory)
     record = dict(record)
     if files is not None:
-        record["files"] = {name: (directory / name).stat().st_size for name in sorted(files)}
-    path = directory / FINISHED
-    staging = path.with_name(f".{FINISHED}.{os.getpid()}.tmp")
+        record["files"] = {file: (directory / file).stat().st_size for file in sorted(files)}
+    path = directory / name
+    staging = path.with_name(f".{name}.{os.getpid()}.tmp")
     staging.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(staging, path)
     return path
 
 
-def read_finished(directory: str | Path) -> dict | None:
-    """The record of a finished run in `directory`, or None when it has no (readable) marker."""
+def read_finished(directory: str | Path, name: str = FINISHED) -> dict | None:
+    """The record of the marker `name` (a finished run) in `directory`, or None when it has no (readable) marker."""
     try:
-        record = json.loads((Path(directory) / FINISHED).read_text(encoding="utf-8"))
+        record = json.loads((Path(directory) / name).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
@@ -169,18 +170,35 @@ def finished_problem(directory: str | Path, record: dict) -> str | None:
     return None
 
 
-def holding_finished(directory: str | Path, announce: bool = True) -> dict | None:
-    """The record of the finished marker of `directory` when every file it vouches for is there and whole, else None:
+def holding_finished(directory: str | Path, announce: bool = True, name: str = FINISHED) -> dict | None:
+    """The record of the marker `name` of `directory` when every file it vouches for is there and whole, else None:
     a marker that no longer holds is not trusted, and (when `announce`) one warning names what is wrong with it."""
-    record = read_finished(directory)
+    record = read_finished(directory, name)
     if record is None:
         return None
     problem = finished_problem(directory, record)
     if problem is None:
         return record
     if announce:
-        logger.warning(f"{Path(directory) / FINISHED} no longer holds ({problem}): what it vouched for is made again")
+        logger.warning(f"{Path(directory) / name} no longer holds ({problem}): what it vouched for is made again")
     return None
+
+
+def finished_training_checkpoint(checkpoint: Path | None, load_best_model_at_end: bool) -> Path | None:
+    """The directory holding the final model of a training that reached its last step in `checkpoint` (its
+    `global_step` is its `max_steps`), in full weights `from_pretrained` reads: the checkpoint itself, or with
+    `load_best_model_at_end` the best one it names; None when training is not over there (or the weights are sharded
+    by an engine). Resuming the Trainer from such a checkpoint would run one step past the end when the last step falls
+    inside an epoch (transformers 5.24 skips the epoch's trained batches but not the stop)."""
+    if checkpoint is None:
+        return None
+    state = json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8"))
+    if not state.get("max_steps") or state.get("global_step", 0) < state["max_steps"]:
+        return None
+    final = checkpoint
+    if load_best_model_at_end and state.get("best_model_checkpoint"):
+        final = checkpoint.parent / Path(state["best_model_checkpoint"]).name
+    return final if (final / "model.safetensors").exists() and weights_problem(final) is None else None
 
 
 def train_with_interruption(trainer, checkpoint: Path | None, output_dir: str | Path):

@@ -18,6 +18,8 @@ Messages go to the `hf_roformer` logger (INFO: what happens; WARNING: what needs
 only; the command line prints them.
 """
 
+import contextlib
+import dataclasses
 import functools
 import logging
 import math
@@ -26,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import transformers
-from transformers import AutoConfig, AutoTokenizer, TrainingArguments
+from transformers import AutoConfig, TrainerState, TrainingArguments
 from transformers.trainer_utils import SaveStrategy
 
 from .. import __version__
-from ..pretrained.sources import ModelSource, check_hub_upload, resolve_model_source
+from ..pretrained.sources import ModelSource, check_hub_upload, load_tokenizer, resolve_model_source
 from ..utils.errors import HubError
 from ..utils.logs import transformers_warnings_off
 from .batching import LengthAwareTrainer
@@ -43,7 +45,7 @@ from .lengths import (
     set_model_max_length,
 )
 from .tasks import Head, Task
-from .training_run import TrainingRun, metric_line
+from .training_run import FinishedTraining, TrainingRun, metric_line
 
 
 logger = logging.getLogger(__name__)
@@ -161,10 +163,11 @@ def describe_head(model, info: dict, head: Head) -> list[tuple[int, str]]:
     if new_head or any(key.startswith(head.weight_prefixes) for key in mismatched):
         unused_heads = sorted({HEAD_NAMES.get(key.split(".")[0], key.split(".")[0] + ".*") for key in unused})
         note = f"; the checkpoint's {' and '.join(unused_heads)} head goes unused" if unused_heads else ""
-        kind = "regression" if labels == 1 and model.config.problem_type == "regression" else f"{labels} labels{listed}"
+        regression = labels == 1 and model.config.problem_type == "regression"
+        kind = "regression" if regression else f"{counted(labels, 'label')}{listed}"
         lines.append((logging.INFO, f"new {head.name} head: {kind}{note}"))
     else:
-        lines.append((logging.INFO, f"{head.name} head from the checkpoint: {labels} labels{listed}"))
+        lines.append((logging.INFO, f"{head.name} head from the checkpoint: {counted(labels, 'label')}{listed}"))
     encoder_missing = [key for key in missing if not key.startswith(head.weight_prefixes)]
     if encoder_missing:
         shown = ", ".join(encoder_missing[:5]) + (" ..." if len(encoder_missing) > 5 else "")
@@ -187,9 +190,13 @@ def planned_steps(training_args: TrainingArguments, train_examples: int) -> tupl
     return math.ceil(training_args.num_train_epochs * steps_per_epoch), training_args.num_train_epochs
 
 
-def sequence_length(input_ids: list) -> int:
-    """The tokens of an encoded example: of its longest sequence when it holds several (multiple choice)."""
-    return max(map(len, input_ids)) if input_ids and isinstance(input_ids[0], list) else len(input_ids)
+def input_lengths(encoded) -> list[int]:
+    """The real tokens of each encoded example (padding to `--pad_to_max_length` not counted), of its longest
+    sequence when it holds several (multiple choice): the lengths the model actually sees."""
+    masked = "attention_mask" in encoded.column_names
+    measure = sum if masked else len
+    rows = encoded["attention_mask" if masked else "input_ids"]
+    return [max(map(measure, row)) if row and isinstance(row[0], list) else measure(row) for row in rows]
 
 
 def describe_data(encoded: dict, max_length: int) -> str:
@@ -205,12 +212,12 @@ def describe_training(training_args: TrainingArguments, train_examples: int, che
     """The summary's lines about training: steps and batch, where checkpoints go, where it resumes."""
     steps, epochs = planned_steps(training_args, train_examples)
     processes = max(training_args.world_size, 1)
-    batch = f"batch {training_args.per_device_train_batch_size} x {processes} process(es)"
+    batch = f"batch {training_args.per_device_train_batch_size} x {counted(processes, 'process', 'processes')}"
     if training_args.gradient_accumulation_steps > 1:
         batch += f" x {training_args.gradient_accumulation_steps} accumulated"
     saving = training_args.save_strategy != SaveStrategy.NO
     kept = f", checkpoints in {training_args.output_dir}/" if saving else ", no checkpoints (--save_strategy no)"
-    lines = [f"training: {steps:,} steps ({epochs:g} epochs, {batch}){kept}"]
+    lines = [f"training: {counted(steps, 'step')} ({epochs:g} epoch{'' if epochs == 1 else 's'}, {batch}){kept}"]
     if checkpoint is not None:
         explicit = training_args.resume_from_checkpoint is not None
         source = "as --resume_from_checkpoint asks" if explicit else "the last complete checkpoint"
@@ -252,11 +259,16 @@ def fine_tune(
     if run.finished is not None and phases.train:
         return run.nothing_to_do()
     checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if phases.train else None
+    finished_training = run.finished_training(checkpoint) if phases.train else None
+    weights_source, load_options = model_source, model_options
+    if finished_training is not None:  # its model is loaded instead of the checkpoint's, and nothing resumes
+        checkpoint = None
+        weights_source = ModelSource(model_source.name, str(finished_training.model), True)
+        load_options = dataclasses.replace(model_options, from_scratch=False, ignore_mismatched_sizes=False)
 
+    tokenizer_flag = "--model_name_or_path" if model_options.tokenizer_name is None else "--tokenizer_name"
     with transformers_warnings_off():
-        tokenizer = AutoTokenizer.from_pretrained(
-            tokenizer_source.path, **model_options.hub_kwargs(), **tokenizer_source.load_kwargs
-        )
+        tokenizer = load_tokenizer(tokenizer_source, tokenizer_flag, "--tokenizer_name", **model_options.hub_kwargs())
     check_sequence_length(tokenizer, model_options.max_seq_length, pairs=False)
     if training_args.push_to_hub and phases.train:
         check_hub_upload(token=training_args.hub_token)
@@ -264,17 +276,18 @@ def fine_tune(
     task.inputs.check(tokenizer, model_options.max_seq_length, task.raw)
 
     start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
-    model, info = load_model(model_source, model_options, training_args.seed, task.head)
+    model, info = load_model(weights_source, load_options, training_args.seed, task.head)
     run.begin(__version__)
     encoded = {
         split: task.inputs.encode(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
         for split, data in task.raw.items()
     }
-    lengths = [sequence_length(ids) for data in encoded.values() for ids in data["input_ids"]]
-    longer = sum(length > model.config.max_position_embeddings for length in lengths)
-    note = beyond_trained_length_note(model.config, model_options.max_seq_length, longer, len(lengths))
-    if phases.train:  # the model is trained at this length: saved with it, and its tokenizer truncates there
-        record_trained_length(model.config, model_options.max_seq_length)
+    lengths = {split: input_lengths(data) for split, data in encoded.items()}
+    every_length = [length for split_lengths in lengths.values() for length in split_lengths]
+    longer = sum(length > model.config.max_position_embeddings for length in every_length)
+    note = beyond_trained_length_note(model.config, max(every_length, default=0), longer, len(every_length))
+    if phases.train:  # the longest input trained on: saved with the model, and its tokenizer truncates there
+        record_trained_length(model.config, max(lengths["train"], default=0))
     set_model_max_length(tokenizer, model.config, model_options.model_max_length)
     if run.main_process:
         logger.info(f"fine-tuning {model_options.model_name_or_path} on {task.description}")
@@ -283,12 +296,12 @@ def fine_tune(
             logger.info(line)
         if note:
             logger.info(f"note: {note}")
-        if model_options.from_scratch:
+        if load_options.from_scratch:
             logger.info(f"random weights: the architecture of {model_options.model_name_or_path}")
-        elif checkpoint is None:
+        elif checkpoint is None and finished_training is None:
             for level, line in describe_head(model, info, task.head):
                 logger.log(level, line)
-        if phases.train and trainer_class is None:
+        if phases.train and trainer_class is None and finished_training is None:
             logger.info(batching.describe())
     encoded = {split: data.remove_columns("truncated") for split, data in encoded.items()}
     first_evaluation = task.evaluation[0][0]
@@ -302,49 +315,39 @@ def fine_tune(
         compute_metrics=task.metrics_for(first_evaluation),
     )
     metrics: dict[str, float] = {}
-    written: list[str] = []
-    trained = False
-    if phases.train:
-        if run.main_process:
-            for line in describe_training(training_args, len(encoded["train"]), checkpoint):
-                logger.info(line)
-        result = run.train(trainer, checkpoint)
-        trained = trainer.state.global_step > 0
-        run.save_model(trainer)
-        with run.writing():
-            trainer.save_metrics("train", result.metrics)
-            trainer.save_state()
-        written += ["model", "tokenizer", "train_results.json", "trainer_state.json"]
-    if phases.evaluate:
-        for split, prefix in task.evaluation:
-            trainer.compute_metrics = task.metrics_for(split)
-            evaluated = trainer.evaluate(encoded[split], metric_key_prefix=prefix)
-            metrics.update(evaluated)
-            if run.main_process:
-                logger.info(metric_line(prefix, evaluated))
-        with run.writing():
-            trainer.save_metrics("eval", metrics)
-        written.append("eval_results.json")
-    if phases.predict:
-        written += predict(run, trainer, task, encoded, metrics)
+    written = train_phase(run, trainer, len(encoded["train"]), checkpoint, finished_training) if phases.train else []
+    trained = phases.train and trainer.state.global_step > 0
+    with run.after_training(trainer, written) if trained else contextlib.nullcontext():
+        if phases.evaluate:
+            for split, prefix in task.evaluation:
+                trainer.compute_metrics = task.metrics_for(split)
+                evaluated = trainer.evaluate(encoded[split], metric_key_prefix=prefix)
+                metrics.update(evaluated)
+                if run.main_process:
+                    logger.info(metric_line(prefix, evaluated))
+            with run.writing():
+                trainer.save_metrics("eval", metrics)
+            written.append("eval_results.json")
+        if phases.predict:
+            written += predict(run, trainer, task, encoded, metrics)
 
-    def write_card():
-        return write_fine_tuning_card(
-            trainer,
-            None if model_options.from_scratch else model_options.model_name_or_path,
-            results=evaluation_results(metrics),
-            from_scratch=model_options.from_scratch,
-            architecture_of=Path(model_source.path).name if model_options.from_scratch else None,
-            note=task.card_note(metrics) if task.card_note is not None else None,
-            tasks=task.head.pipeline_tag,
-            **task.card,
-        )
+        def write_card():
+            return write_fine_tuning_card(
+                trainer,
+                None if model_options.from_scratch else model_options.model_name_or_path,
+                results=evaluation_results(metrics),
+                from_scratch=model_options.from_scratch,
+                architecture_of=Path(model_source.path).name if model_options.from_scratch else None,
+                note=task.card_note(metrics) if task.card_note is not None else None,
+                tasks=task.head.pipeline_tag,
+                **task.card,
+            )
 
-    if trained:
-        run.write_card(write_card)
-        written.append("model card (README.md)")
-        finished = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
-        run.finish(finished, [*WEIGHTS_AND_TOKENIZER, "README.md"])
+        if trained:
+            run.write_card(write_card)
+            written.append("model card (README.md)")
+            finished = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
+            run.finish(finished, [*WEIGHTS_AND_TOKENIZER, "README.md"])
     if run.main_process:
         report_end(model_options, task, trainer, phases, trained, written)
     if trained and training_args.push_to_hub:
@@ -358,6 +361,45 @@ def fine_tune(
         if run.main_process:
             logger.info(f"uploaded to https://huggingface.co/{trainer.hub_model_id}")
     return metrics
+
+
+def train_phase(
+    run: TrainingRun, trainer, train_examples: int, checkpoint: Path | None, finished: FinishedTraining | None
+) -> list[str]:
+    """Train (from `checkpoint`, None: the start) and write the model, tokenizer, training metrics and state, then the
+    training marker (`trained.json`) vouching for them; or, when an earlier run of these arguments `finished` its
+    training (and stopped later), take its model and state without training a step. Returns the outputs, as the
+    closing line names them."""
+    outputs = ["model", "tokenizer", "train_results.json", "trainer_state.json"]
+    if finished is not None:
+        trainer.state = TrainerState.load_from_json(str(finished.state))
+        if run.main_process:
+            logger.info(
+                f"training finished in an earlier run ({counted(trainer.state.global_step, 'step')}): evaluating and "
+                f"predicting with its model ({finished.model}), without training again"
+            )
+        if finished.outputs_whole:
+            return outputs
+        outputs.remove("train_results.json")  # the final checkpoint holds no training metrics
+    else:
+        if run.main_process:
+            for line in describe_training(trainer.args, train_examples, checkpoint):
+                logger.info(line)
+        result = run.train(trainer, checkpoint)
+        with run.writing():
+            trainer.save_metrics("train", result.metrics)
+    run.save_model(trainer)
+    with run.writing():
+        trainer.save_state()
+    if trainer.state.global_step > 0:
+        record = {"command": run.command, "global_step": trainer.state.global_step}
+        run.finish_training(record, [*WEIGHTS_AND_TOKENIZER, "train_results.json", "trainer_state.json"])
+    return outputs
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 step`, `75 steps`: `count` and `noun`, in the plural (default: with an s) unless one."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {plural or noun + 's'}"
 
 
 def predict(run: TrainingRun, trainer, task: Task, encoded: dict, metrics: dict) -> list[str]:
@@ -392,7 +434,7 @@ def report_end(model_options: ModelOptions, task: Task, trainer, phases: Phases,
     if trained:
         logger.info(
             f"fine-tuned {model_options.model_name_or_path} on {task.description} "
-            f"({trainer.state.global_step} steps); in {output_dir}/: {files}"
+            f"({counted(trainer.state.global_step, 'step')}); in {output_dir}/: {files}"
         )
     elif phases.train:
         logger.warning(f"no training step ran; no model card written to {output_dir}/")

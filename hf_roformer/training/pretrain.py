@@ -28,10 +28,10 @@ import datasets
 import numpy as np
 import torch
 import transformers
-from transformers import AutoModelForMaskedLM, AutoTokenizer, Trainer, TrainingArguments
+from transformers import AutoModelForMaskedLM, Trainer, TrainingArguments
 
 from .. import __version__
-from ..pretrained.sources import ModelSource, resolve_model_source
+from ..pretrained.sources import ModelSource, load_tokenizer, resolve_model_source
 from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
 from ..remote_code.modeling_hf_roformer import HfRoFormerForMaskedLM
 from ..remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
@@ -136,7 +136,8 @@ def build_tokenizer(options: PretrainOptions, train_documents: list[str], source
     """The given tokenizer (or the one of `--model`), or a char-level one over the training text's characters."""
     if source is not None:
         with transformers_warnings_off():
-            return AutoTokenizer.from_pretrained(source.path, **source.load_kwargs)
+            flag = "--tokenizer" if options.tokenizer else "--model"
+            return load_tokenizer(source, flag, "--tokenizer")
     vocab = char_vocabulary(
         train_documents, options.vocab_min_count, options.vocab_max_size, nfkc_normalize=options.nfkc_normalize,
         with_ascii=True,
@@ -308,7 +309,8 @@ def run_pretraining(
         run.write_card(lambda: write_pretraining_card(run.output_dir, model, tokenizer, corpus, history))
         finished = {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics}
         run.finish(finished, ["config.json", "model.safetensors", "tokenizer_config.json", "README.md"])
-        logger.info(f"pre-trained {type(model).__name__} in {len(stages)} stage(s): masked-token accuracy "
+        stage_count = f"{len(stages)} stage{'' if len(stages) == 1 else 's'}"
+        logger.info(f"pre-trained {type(model).__name__} in {stage_count}: masked-token accuracy "
                     f"{metrics.get('eval_accuracy', float('nan')):.2%} on {len(validation_documents):,} held-out "
                     f"documents; model, tokenizer and card in {run.output_dir}/")  # fmt: skip
     return metrics

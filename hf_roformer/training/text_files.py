@@ -2,10 +2,11 @@
 
 `load_dataset("csv" | "json", data_files=...)` parses the files (TSV as CSV with a tab delimiter and no quoting); this
 module checks what was parsed and turns it into the columns the fine-tuning code reads: `text_a`, `text_b` (pairs),
-`label` and `index`. Labels come from the data: a label column of numbers with a fractional part (JSON floats, or
-CSV cells such as `3.5`) makes a regression task; anything else (integers, strings, booleans) is a class, and the
-sorted set of training labels becomes `id2label`. Every rejection names the file and the line (and the column), before
-anything is written.
+`label` and `index`. Labels come from the user (`--do_regression true|false`) or from an unambiguous type: integers,
+strings and booleans are classes (the sorted set of training labels becomes `id2label`); numbers with a fractional
+part (`3.5`) make a regression, as `run_glue.py` reads a float column, and the run summary says so; floats that are
+all whole numbers (`0.0`, `1.0`) are refused until the user says which. Every rejection names the file and the line (and
+the column), before anything is written.
 """
 
 import csv
@@ -168,21 +169,18 @@ class Locator:
         return f"{self.path}:{line}" if line is not None else f"{self.path}: record {row + 1}"
 
 
-def choose_text_columns(columns: list[str], requested: list[str] | None, path: Path) -> list[str]:
-    """The one or two text columns: those requested, or the first of `DEFAULT_TEXT_COLUMNS` the file has."""
+def choose_text_columns(columns: list[str], requested: list[str] | None, path: Path) -> tuple[list[str], str | None]:
+    """The one or two text columns: those requested, or the first of `DEFAULT_TEXT_COLUMNS` the file has; and what is
+    wrong with the file's columns for them (None when nothing is)."""
     if requested:
-        if not 1 <= len(requested) <= 2:
-            raise DataError(f"--text_column_names takes one or two columns, got {requested}")
         missing = [name for name in requested if name not in columns]
-        if missing:
-            raise DataError(f"{path}: no column(s) {missing}; the columns are {columns}")
-        return list(requested)
+        return list(requested), f"no column(s) {missing} (--text_column_names)" if missing else None
     for candidate in DEFAULT_TEXT_COLUMNS:
         if all(name in columns for name in candidate):
-            return list(candidate)
-    raise DataError(
-        f"{path}: no text column found (looked for sentence1 + sentence2, sentence, text); the columns are {columns}."
-        " Name them with --text_column_names"
+            return list(candidate), None
+    return (
+        [],
+        "no text column found (looked for sentence1 + sentence2, sentence, text; name them with --text_column_names)",
     )
 
 
@@ -223,15 +221,23 @@ class TextFileSplit:
         return file_format(self.path) != "json"
 
 
-def read_split(path: str | Path, text_columns: list[str] | None, label_column: str, needs_label: bool):
-    """Read one file and check its text columns (strings on every record) and whether it has the label column."""
-    path = Path(path)
-    table = load_table(path)
+def column_problems(path: Path, table: datasets.Dataset, text_columns, label_column: str, needs_label: bool):
+    """(the text columns chosen, what is wrong with the file's columns: every problem, so one message names them
+    all)."""
     columns = list(table.column_names)
-    chosen = choose_text_columns(columns, text_columns, path)
-    has_label = label_column in columns
-    if needs_label and not has_label:
-        raise DataError(f"{path}: no label column {label_column!r}; the columns are {columns} (--label_column_name)")
+    chosen, problem = choose_text_columns(columns, text_columns, path)
+    problems = [problem] if problem else []
+    if needs_label and label_column not in columns:
+        problems.append(f"no label column {label_column!r} (--label_column_name)")
+    if problems:
+        return chosen, f"{path}: {'; '.join(problems)}; the columns are {columns}"
+    return chosen, None
+
+
+def read_split(path: Path, table: datasets.Dataset, chosen: list[str], label_column: str) -> TextFileSplit:
+    """Check one file's values: its text columns (strings on every record) and its labels (present on every record
+    that has the label column, numbers or texts, of one JSON type)."""
+    has_label = label_column in table.column_names
     split = TextFileSplit(path, table, chosen, label_column if has_label else None, Locator(path))
     for column in chosen:
         for row, value in enumerate(table[column]):
@@ -290,13 +296,22 @@ def check_one_json_label_type(path: Path, label_column: str, shown: int = 3) -> 
 
 
 def infer_labels(train: TextFileSplit, regression: bool | None) -> Labels:
-    """The task's labels from the training file: a regression when its label column holds numbers with a fractional
-    part (or `regression=True`), otherwise the sorted set of its labels (numerically when they are integers)."""
+    """The task's labels from the training file: a regression when `regression` is true or, as transformers'
+    `run_glue.py` reads a float column, when its labels are numbers some of which have a fractional part (`3.5`);
+    otherwise the sorted set of its labels (numerically when they are numbers). Numbers written as floats that are all
+    whole (`0.0`, `1.0`) could be classes or scores: without `regression` they are refused, naming both choices."""
     values, csv_like = train.table[train.label_column], train.is_csv_like
     kind = label_kind(values, csv_like)
     fractional = [
-        row for row, value in enumerate(values) if _is_number(value, csv_like) and not _is_integer(value, csv_like)
+        row for row, value in enumerate(values) if _is_number(value, csv_like) and not _is_whole(value, csv_like)
     ]
+    if regression is None and kind == "float" and not fractional:
+        row = next(row for row, value in enumerate(values) if not _is_integer(value, csv_like))
+        shown = ", ".join(sorted({label_name(value) for value in values}, key=float)[:4])
+        raise DataError(
+            f"{train.locate(row)}: the labels ({shown}) are whole numbers written as floats: classes or scores? Pass "
+            "--do_regression false for classes or --do_regression true for a score (regression)"
+        )
     if regression or (regression is None and fractional):
         if kind == "str":  # scores with a cell that is no number (`4_2`, `nan`, `n/a`): not a set of class names
             row = next(row for row, value in enumerate(values) if not _is_number(value, csv_like))
@@ -305,13 +320,28 @@ def infer_labels(train: TextFileSplit, regression: bool | None) -> Labels:
                 reason += f", but {values[fractional[0]]!r} ({train.locate(fractional[0])}) makes this a regression"
             raise DataError(f"{train.locate(row)}: {reason}")
         return Labels(None)
-    if kind == "int":
-        names = sorted({label_name(value) for value in values}, key=int)
+    if kind in ("int", "float"):
+        names = sorted({label_name(value) for value in values}, key=float)
     else:
         names = sorted({label_name(value) for value in values})
     if len(names) < 2:
         raise DataError(f"{train.path}: every example has the label {names[0]!r}; classification needs two or more")
     return Labels(tuple(names))
+
+
+def regression_note(train_path: str | Path, labels: Labels, regression: bool | None) -> str | None:
+    """The run summary's line when the labels' values made the task a regression (no `--do_regression` given)."""
+    if not labels.is_regression or regression is not None:
+        return None
+    return (
+        f"{Path(train_path).name}: labels with a fractional part make this a regression (one score, as run_glue.py "
+        "reads a float column); --do_regression false reads them as classes"
+    )
+
+
+def _is_whole(value, csv_like: bool) -> bool:
+    """Whether a number label is a whole number (`1`, `1.0`, `1e3`)."""
+    return float(str(value).strip() if csv_like else value).is_integer()
 
 
 def _is_number(value, csv_like: bool) -> bool:
@@ -359,15 +389,25 @@ def read_text_classification(
     """Read `train`, `validation` and (optionally) `test` files; returns the examples, the labels inferred from the
     training file and the text columns used. The test file may lack the label column (then only predictions are
     written); the other files must have it."""
-    splits = {
-        name: read_split(path, text_columns, label_column, needs_label=name != "test")
-        for name, path in files.items()
-        if path is not None
+    if text_columns is not None and not 1 <= len(text_columns) <= 2:
+        raise DataError(f"--text_column_names takes one or two columns, got {text_columns}")
+    tables = {name: load_table(Path(path)) for name, path in files.items() if path is not None}
+    checked = {
+        name: column_problems(Path(files[name]), table, text_columns, label_column, needs_label=name != "test")
+        for name, table in tables.items()
     }
-    chosen = splits["train"].text_columns
-    for split in splits.values():
-        if split.text_columns != chosen:
-            raise DataError(f"{split.path}: text columns {split.text_columns} differ from the training file's {chosen}")
+    problems = [problem for _, problem in checked.values() if problem]
+    chosen = checked["train"][0]
+    problems += [
+        f"{files[name]}: text columns {columns} differ from the training file's {chosen}"
+        for name, (columns, problem) in checked.items()
+        if problem is None and checked["train"][1] is None and columns != chosen
+    ]
+    if problems:
+        raise DataError("; ".join(problems))
+    splits = {
+        name: read_split(Path(files[name]), table, checked[name][0], label_column) for name, table in tables.items()
+    }
     labels = infer_labels(splits["train"], regression)
     examples = datasets.DatasetDict({name: to_examples(split, labels) for name, split in splits.items()})
     return examples, labels, chosen

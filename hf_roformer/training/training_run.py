@@ -13,9 +13,11 @@ A command uses a `TrainingRun` in this order, so that a mistake stops it before 
 4. `trainer(...)` builds a Trainer that saves checkpoints the way a resumed run needs (after an epoch's evaluation),
    lists them in the record, prints progress as lines and applies FSDP or DeepSpeed as configured;
 5. `train(trainer)` resumes from the last complete checkpoint (`resume_point`) and turns Ctrl-C into
-   `RunInterrupted`, saying where a rerun resumes;
+   `RunInterrupted`, saying where a rerun resumes; a training that an interrupted earlier run finished is not resumed
+   (`finished_training`): its model is used as it is;
 6. `save_model(trainer)`, `writing()`, `write_card(...)` and `finish(...)` write the outputs, each listed in the record,
-   the finished marker last; a pre-training stage has a marker of its own (`finished_stage`).
+   the finished marker last; a pre-training stage has a marker of its own (`finished_stage`), and so has a finished
+   training phase (`finish_training`, `trained.json`), after which Ctrl-C says what is complete (`after_training`).
 
 Messages go to the `hf_roformer` logger, on the main process only.
 """
@@ -23,13 +25,17 @@ Messages go to the `hf_roformer` logger, on the main process only.
 import contextlib
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import TrainingArguments
 
-from ..utils.errors import UsageError
+from ..utils.errors import RunInterrupted, UsageError
 from .checkpoints import (
+    TRAINED,
+    TRAINER_STATE,
     SaveAfterEpochEnd,
+    finished_training_checkpoint,
     holding_finished,
     last_complete_checkpoint,
     resume_checkpoint,
@@ -43,6 +49,18 @@ from .run_record import ListCheckpoints, RunRecord
 
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FinishedTraining:
+    """A training phase that an earlier run of the same arguments finished (stopped later, in its evaluation or
+    predictions): its final model is in `model` (a directory `from_pretrained` reads), the Trainer's state in `state`;
+    `outputs_whole` when the output directory already holds them all (its `trained.json` holds), else they come from
+    the final checkpoint and are to be written again."""
+
+    model: Path
+    state: Path
+    outputs_whole: bool
 
 
 class TrainingRun:
@@ -108,6 +126,37 @@ class TrainingRun:
         if self.directory.start is RunStart.NEW:
             return None
         return last_complete_checkpoint(directory, world_size)
+
+    def finished_training(self, checkpoint: Path | None) -> FinishedTraining | None:
+        """The training an earlier, interrupted run of these arguments finished (None: train, from `checkpoint`, the
+        resume point): its outputs vouched for by `trained.json`, or its last step in `checkpoint`, where resuming
+        would train past the end."""
+        if self.directory.start is not RunStart.RESUME:
+            return None
+        if holding_finished(self.output_dir, announce=self.main_process, name=TRAINED) is not None:
+            return FinishedTraining(self.output_dir, self.output_dir / TRAINER_STATE, outputs_whole=True)
+        final = finished_training_checkpoint(checkpoint, self.args.load_best_model_at_end)
+        return FinishedTraining(final, checkpoint / TRAINER_STATE, outputs_whole=False) if final else None
+
+    def finish_training(self, record: dict, files: list[str]) -> None:
+        """Write the training phase's marker (`trained.json`) vouching for `files` (its outputs in the output
+        directory), on the main process: a rerun after a later stop uses them without training again."""
+        if self.main_process:
+            present = [name for name in files if (self.output_dir / name).exists()]
+            with self.writing():
+                write_finished(self.output_dir, record, present, name=TRAINED)
+
+    @contextlib.contextmanager
+    def after_training(self, trainer, trained: list[str]):
+        """Within it (evaluation, predictions, card, after a finished training whose outputs `trained` are complete),
+        Ctrl-C raises `RunInterrupted` saying so; a rerun then uses them without training again."""
+        try:
+            yield
+        except RunInterrupted:
+            raise
+        except KeyboardInterrupt as interrupt:
+            state = trainer.state
+            raise RunInterrupted(self.output_dir, state.global_step, state.max_steps, trained=trained) from interrupt
 
     def begin(self, version: str) -> None:
         """Start writing: the files an earlier run being replaced wrote are removed (only those), and the run record is
@@ -186,9 +235,10 @@ def metric_line(prefix: str, metrics: dict[str, float]) -> str:
     shown = {
         name.removeprefix(prefix + "_"): value
         for name, value in metrics.items()
-        if name.startswith(prefix + "_") and not name.endswith(("_runtime", "_per_second", "epoch"))
+        if name.startswith(prefix + "_")
+        and not name.endswith(("_runtime", "_per_second", "epoch", "_preparation_time"))
     }
     return f"{prefix}: " + ", ".join(f"{name} {value:.4f}" for name, value in shown.items())
 
 
-__all__ = ["TrainingRun", "check_processes_train_together", "metric_line"]
+__all__ = ["FinishedTraining", "TrainingRun", "check_processes_train_together", "metric_line"]

@@ -53,11 +53,20 @@ class RunInterrupted(KeyboardInterrupt):
     """A run stopped by Ctrl-C (SIGINT), with where it stopped: still a `KeyboardInterrupt`, so callers that stop on
     Ctrl-C keep doing so. `step`/`total_steps` are the optimizer steps done and planned (None before training
     started), `checkpoint` the last complete checkpoint a rerun of the same command resumes from (None: it starts
-    over)."""
+    over); `trained`, when training had finished (the stop came after it), the outputs of training that are complete
+    in `output_dir`, which a rerun uses without training again."""
 
-    def __init__(self, output_dir, step: int | None = None, total_steps: int | None = None, checkpoint=None):
+    def __init__(
+        self,
+        output_dir,
+        step: int | None = None,
+        total_steps: int | None = None,
+        checkpoint=None,
+        trained: list[str] | None = None,
+    ):
         super().__init__(output_dir, step, total_steps, checkpoint)
         self.output_dir, self.step, self.total_steps, self.checkpoint = output_dir, step, total_steps, checkpoint
+        self.trained = trained
 
 
 def unknown_name(what: str, name: str, valid: list[str]) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..data import describe_blank_lines
 from ..metrics import glue_metrics
-from ..text_files import Labels, read_text_classification
+from ..text_files import Labels, read_text_classification, regression_note
 from .base import SampleLimits, Task, limited
 from .sequence_classification import SentenceInputs, classification_head, predicted
 
@@ -59,6 +59,7 @@ def text_classification_task_data(files: TextFiles, limits: SampleLimits) -> Tas
         return ["test_predictions.tsv"]
 
     train_file = Path(files.train_file)
+    label_note = regression_note(train_file, labels, files.do_regression)
     return Task(
         description=f"{train_file.name} ({' + '.join(chosen)} -> {files.label_column_name})",
         raw=raw,
@@ -70,7 +71,7 @@ def text_classification_task_data(files: TextFiles, limits: SampleLimits) -> Tas
         tests=["test"] if "test" in raw else [],
         write_predictions=write_predictions,
         sources=files.paths(),
-        notes=describe_blank_lines(paths.values()),
+        notes=describe_blank_lines(paths.values()) + ([label_note] if label_note else []),
     )
 
 
