@@ -1,4 +1,5 @@
-"""`hf-roformer finetune glue|text-classification|cail2019-scm`: fine-tuning with transformers' Trainer.
+"""`hf-roformer finetune glue|text-classification|cail2019-scm|question-answering`: fine-tuning with transformers'
+Trainer.
 
 The options are those of transformers' `run_glue.py` (`--model_name_or_path`, `--task_name`, `--max_seq_length`,
 `--train_file`, ...; `--model`, `--task`, `--max_length` are aliases) and every `TrainingArguments` option. Parsing
@@ -41,12 +42,17 @@ CAIL_DEFAULTS = dict(
     save_total_limit=2,
     report_to="none",
 )
+# run_qa.py's README recipe (lr 3e-5, batch 12) and its default input length (384 tokens; windows overlap by 128).
+QA_DEFAULTS = dict(GLUE_DEFAULTS, learning_rate=3e-5, per_device_train_batch_size=12)
+MAX_SEQ_LENGTHS = {"question-answering": 384}  # the other tasks: 512
 USAGE = {
     "glue": "--task_name TASK --model_name_or_path MODEL (--data_dir DIR | --train_file FILE --validation_file FILE | "
     "--dataset_dir DIR | --dataset_name NAME) --output_dir DIR [options]",
     "text-classification": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --output_dir DIR "
     "[options]",
     "cail2019-scm": "--model_name_or_path MODEL --data_dir DIR --output_dir DIR [options]",
+    "question-answering": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --language zh|en "
+    "--output_dir DIR [options]",
 }
 TASKS = {
     "glue": (
@@ -65,6 +71,13 @@ TASKS = {
         "Each triplet (A, B, C) becomes the pairs (A, B) and (A, C); masked mean pooling, a sigmoid, learning rate "
         "6e-6, batch 8, 20 epochs, the best checkpoint on valid; the metric is the triplet accuracy.",
         CAIL_DEFAULTS,
+    ),
+    "question-answering": (
+        "fine-tune extractive question answering on SQuAD-format JSON (CMRC2018, DRCD, SQuAD) or JSON lines",
+        "A question and its context are one input up to --max_seq_length tokens (raise it to read whole documents), "
+        "windows overlapping by --doc_stride tokens beyond it. Answers are scored with CMRC2018's metrics "
+        "(--language zh) or SQuAD's (--language en) and written as run_qa.py writes them.",
+        QA_DEFAULTS,
     ),
 }
 EPILOG = (
@@ -131,8 +144,9 @@ def add_parser(commands) -> None:
     """`finetune` and its three tasks."""
     finetune = commands.add_parser(
         "finetune",
-        help="fine-tune with the Trainer: glue, text-classification (your CSV/JSON files) or cail2019-scm",
-        description="Fine-tune a RoFormer for sequence classification with transformers' Trainer. "
+        help="fine-tune with the Trainer: glue, text-classification (your CSV/JSON files), cail2019-scm or "
+        "question-answering",
+        description="Fine-tune a RoFormer with transformers' Trainer. "
         "`hf-roformer finetune TASK --help` lists every option of TASK.",
         formatter_class=HelpFormatter,
     )
@@ -143,7 +157,7 @@ def add_parser(commands) -> None:
             formatter_class=HelpFormatter, usage=f"hf-roformer finetune {name} {USAGE[name]}",
         )  # fmt: skip
         add_data_options(parser, name)
-        add_model_options(parser, defaults)
+        add_model_options(parser, {"max_seq_length": MAX_SEQ_LENGTHS.get(name, 512)})
         add_batching_options(parser)
         add_sample_options(parser, "triplets" if name == "cail2019-scm" else "examples")
         add_trainer_options(parser, defaults)
@@ -174,6 +188,34 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
                            help="one or two text columns (default: sentence1,sentence2 / sentence / text)")  # fmt: skip
         group.add_argument(*option("label_column_name"), default="label", help="the label column (default: label)")
         add_flag(group, "do_regression", "predict a score (default: when the training labels have fractional parts)")
+    elif task == "question-answering":
+        group.add_argument(
+            *option("train_file"), required=True,
+            help="training questions: SQuAD-format JSON or JSON lines (id, context, question, answers)",
+        )  # fmt: skip
+        group.add_argument(*option("validation_file"), required=True, help="evaluation questions, with answers")
+        group.add_argument(*option("test_file"), help="questions to answer (answers optional)")
+        group.add_argument(
+            *option("language"), required=True, choices=("zh", "en"),
+            help="the data's language, which picks the metrics: zh (CMRC2018) or en (SQuAD)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("doc_stride"), type=non_negative_int, default=128, metavar="N",
+            help="tokens shared by consecutive windows of a long context (default: %(default)s)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("n_best_size"), type=positive_int, default=20, metavar="N",
+            help="candidate starts and ends per window (default: %(default)s)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("max_answer_length"), type=positive_int, default=30, metavar="N",
+            help="longest answer, in tokens (default: %(default)s)",
+        )  # fmt: skip
+        add_flag(group, "version_2_with_negative", "some questions have no answer (SQuAD v2.0)")
+        group.add_argument(
+            *option("null_score_diff_threshold"), type=float, default=0.0, metavar="X",
+            help="answer nothing when the null score beats the best span by more (default: 0.0)",
+        )  # fmt: skip
     else:
         group.add_argument(*option("data_dir"), required=True,
                            help="directory holding train.json, valid.json and (optionally) test.json")  # fmt: skip
@@ -215,6 +257,12 @@ def task_loader(args: argparse.Namespace):
             args.train_file, args.validation_file, args.test_file, columns, args.label_column_name, args.do_regression
         )
         return (lambda: tasks.text_classification_task_data(files, limits)), files.paths()
+    if args.task == "question-answering":
+        files = tasks.QuestionFiles(
+            args.train_file, args.validation_file, args.language, args.test_file, args.doc_stride, args.n_best_size,
+            args.max_answer_length, bool(args.version_2_with_negative), args.null_score_diff_threshold,
+        )  # fmt: skip
+        return (lambda: tasks.question_answering_task_data(files, limits)), files.paths()
     return (lambda: tasks.cail_task_data(args.data_dir, limits)), {"data directory": args.data_dir}
 
 

@@ -324,6 +324,9 @@ def fine_tune(
                 logger.info(metric_line(prefix, evaluated))
         with run.writing():
             trainer.save_metrics("eval", metrics)
+            if task.write_evaluation is not None and run.main_process:
+                for split, _ in task.evaluation:
+                    written += task.write_evaluation(split, run.output_dir)
         written.append("eval_results.json")
     if phases.predict:
         written += predict(run, trainer, task, encoded, metrics)
