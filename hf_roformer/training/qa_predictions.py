@@ -20,9 +20,9 @@ import numpy as np
 
 @dataclass
 class QuestionAnswers:
-    """What `best_answers` found: the answer per question id, the n-best list per question id (text, probability,
-    logits, character offsets), and, with unanswerable questions, each question's null score minus its best span
-    score (`null_odds`)."""
+    """What `best_answers` found: the answer per question id; the n-best list per question id (text, probability,
+    score, logits and, beyond run_qa.py's fields, the character offsets); with unanswerable questions, each
+    question's null score minus its best span score (`null_odds`)."""
 
     answers: dict[str, str]
     n_best: dict[str, list[dict]]
@@ -94,7 +94,7 @@ def best_answers(
             span["text"] = context[span["offsets"][0] : span["offsets"][1]]
         if not best or (len(best) == 1 and best[0]["text"] == ""):
             best.insert(0, {"offsets": (0, 0), "text": "empty", "score": 0.0, "start_logit": 0.0, "end_logit": 0.0})
-        scores = np.array([span.pop("score") for span in best])
+        scores = np.array([span["score"] for span in best])
         probabilities = np.exp(scores - scores.max())
         probabilities /= probabilities.sum()
         for span, probability in zip(best, probabilities, strict=True):
