@@ -1,5 +1,5 @@
-"""`hf-roformer finetune glue|text-classification|cail2019-scm|question-answering`: fine-tuning with transformers'
-Trainer.
+"""`hf-roformer finetune glue|text-classification|cail2019-scm|question-answering|multiple-choice`: fine-tuning with
+transformers' Trainer.
 
 The options are those of transformers' `run_glue.py` (`--model_name_or_path`, `--task_name`, `--max_seq_length`,
 `--train_file`, ...; `--model`, `--task`, `--max_length` are aliases) and every `TrainingArguments` option. Parsing
@@ -53,6 +53,7 @@ USAGE = {
     "cail2019-scm": "--model_name_or_path MODEL --data_dir DIR --output_dir DIR [options]",
     "question-answering": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --language zh|en "
     "--output_dir DIR [options]",
+    "multiple-choice": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --output_dir DIR [options]",
 }
 TASKS = {
     "glue": (
@@ -78,6 +79,12 @@ TASKS = {
         "windows overlapping by --doc_stride tokens beyond it. Answers are scored with CMRC2018's metrics "
         "(--language zh) or SQuAD's (--language en) and written as run_qa.py writes them.",
         QA_DEFAULTS,
+    ),
+    "multiple-choice": (
+        "fine-tune multiple choice on C3's JSON or run_swag.py's columns (CSV or JSON lines)",
+        "Each choice is the pair (context, question and choice); questions may have different numbers of choices; "
+        "the metric is accuracy.",
+        GLUE_DEFAULTS,
     ),
 }
 EPILOG = (
@@ -144,8 +151,8 @@ def add_parser(commands) -> None:
     """`finetune` and its three tasks."""
     finetune = commands.add_parser(
         "finetune",
-        help="fine-tune with the Trainer: glue, text-classification (your CSV/JSON files), cail2019-scm or "
-        "question-answering",
+        help="fine-tune with the Trainer: glue, text-classification (your CSV/JSON files), cail2019-scm, "
+        "question-answering or multiple-choice",
         description="Fine-tune a RoFormer with transformers' Trainer. "
         "`hf-roformer finetune TASK --help` lists every option of TASK.",
         formatter_class=HelpFormatter,
@@ -216,6 +223,14 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
             *option("null_score_diff_threshold"), type=float, default=0.0, metavar="X",
             help="answer nothing when the null score beats the best span by more (default: 0.0)",
         )  # fmt: skip
+    elif task == "multiple-choice":
+        group.add_argument(
+            *option("train_file"), required=True,
+            help="training questions: C3's JSON, or run_swag.py's columns (sent1, sent2, ending0.., label) in .csv "
+            "or JSON lines",
+        )  # fmt: skip
+        group.add_argument(*option("validation_file"), required=True, help="evaluation questions, with answers")
+        group.add_argument(*option("test_file"), help="questions to answer (answers optional)")
     else:
         group.add_argument(*option("data_dir"), required=True,
                            help="directory holding train.json, valid.json and (optionally) test.json")  # fmt: skip
@@ -263,6 +278,9 @@ def task_loader(args: argparse.Namespace):
             args.max_answer_length, bool(args.version_2_with_negative), args.null_score_diff_threshold,
         )  # fmt: skip
         return (lambda: tasks.question_answering_task_data(files, limits)), files.paths()
+    if args.task == "multiple-choice":
+        files = tasks.ChoiceFiles(args.train_file, args.validation_file, args.test_file)
+        return (lambda: tasks.multiple_choice_task_data(files, limits)), files.paths()
     return (lambda: tasks.cail_task_data(args.data_dir, limits)), {"data directory": args.data_dir}
 
 

@@ -67,6 +67,7 @@ class Task:
     tests: list[str] = field(default_factory=list)  # splits to predict
     write_predictions: Callable[[str, np.ndarray, Path], list[str]] | None = None  # split, outputs, dir -> files
     write_evaluation: Callable[[str, Path], list[str]] | None = None  # split, dir -> files of its last evaluation
+    loss: Callable | None = None  # the Trainer's `compute_loss_func` (None: the model's own loss)
     card_note: Callable[[dict[str, float]], str] | None = None  # a paragraph for the card, from the final metrics
     sources: dict[str, object] = field(default_factory=dict)  # description -> path the data were read from
     notes: list[str] = field(default_factory=list)  # what the run summary says about the data as read
