@@ -1,5 +1,5 @@
-"""`hf-roformer finetune glue|text-classification|cail2019-scm|question-answering|multiple-choice`: fine-tuning with
-transformers' Trainer.
+"""`hf-roformer finetune glue|text-classification|cail2019-scm|question-answering|multiple-choice|sentence-embedding`:
+fine-tuning with transformers' Trainer (sentence vectors: sentence-transformers' trainer).
 
 The options are those of transformers' `run_glue.py` (`--model_name_or_path`, `--task_name`, `--max_seq_length`,
 `--train_file`, ...; `--model`, `--task`, `--max_length` are aliases) and every `TrainingArguments` option. Parsing
@@ -44,6 +44,15 @@ CAIL_DEFAULTS = dict(
 )
 # run_qa.py's README recipe (lr 3e-5, batch 12) and its default input length (384 tokens; windows overlap by 128).
 QA_DEFAULTS = dict(GLUE_DEFAULTS, learning_rate=3e-5, per_device_train_batch_size=12)
+# Sentence vectors: one epoch, learning rate 2e-5, batch 32; scored once at the end (Spearman's correlation).
+SENTENCE_DEFAULTS = dict(
+    num_train_epochs=1.0,
+    learning_rate=2e-5,
+    per_device_train_batch_size=32,
+    eval_strategy="no",
+    save_strategy="epoch",
+    report_to="none",
+)
 MAX_SEQ_LENGTHS = {"question-answering": 384}  # the other tasks: 512
 USAGE = {
     "glue": "--task_name TASK --model_name_or_path MODEL (--data_dir DIR | --train_file FILE --validation_file FILE | "
@@ -54,6 +63,8 @@ USAGE = {
     "question-answering": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --language zh|en "
     "--output_dir DIR [options]",
     "multiple-choice": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --output_dir DIR [options]",
+    "sentence-embedding": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --output_dir DIR "
+    "[options]",
 }
 TASKS = {
     "glue": (
@@ -85,6 +96,14 @@ TASKS = {
         "Each choice is the pair (context, question and choice); questions may have different numbers of choices; "
         "the metric is accuracy.",
         GLUE_DEFAULTS,
+    ),
+    "sentence-embedding": (
+        "train sentence vectors with sentence-transformers on sentence pairs (LCQMC/AFQMC/STS-B files, or pairs "
+        "without labels)",
+        "Labelled or scored pairs train with CoSENT, pairs without labels with in-batch negatives; RoFormer-Sim's "
+        "pooler is kept; the validation pairs are scored by Spearman's correlation of cosine similarities. The "
+        "output directory loads in SentenceTransformer.",
+        SENTENCE_DEFAULTS,
     ),
 }
 EPILOG = (
@@ -152,7 +171,7 @@ def add_parser(commands) -> None:
     finetune = commands.add_parser(
         "finetune",
         help="fine-tune with the Trainer: glue, text-classification (your CSV/JSON files), cail2019-scm, "
-        "question-answering or multiple-choice",
+        "question-answering, multiple-choice or sentence-embedding",
         description="Fine-tune a RoFormer with transformers' Trainer. "
         "`hf-roformer finetune TASK --help` lists every option of TASK.",
         formatter_class=HelpFormatter,
@@ -164,6 +183,11 @@ def add_parser(commands) -> None:
             formatter_class=HelpFormatter, usage=f"hf-roformer finetune {name} {USAGE[name]}",
         )  # fmt: skip
         add_data_options(parser, name)
+        if name == "sentence-embedding":
+            add_sample_options(parser, "pairs")
+            add_trainer_options(parser, defaults)
+            parser.set_defaults(_run=run_sentence_embedding, _defaults=defaults)
+            continue
         add_model_options(parser, {"max_seq_length": MAX_SEQ_LENGTHS.get(name, 512)})
         add_batching_options(parser)
         add_sample_options(parser, "triplets" if name == "cail2019-scm" else "examples")
@@ -231,6 +255,29 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
         )  # fmt: skip
         group.add_argument(*option("validation_file"), required=True, help="evaluation questions, with answers")
         group.add_argument(*option("test_file"), help="questions to answer (answers optional)")
+    elif task == "sentence-embedding":
+        group.add_argument(
+            *option("model_name_or_path"), "--model", required=True, metavar="MODEL",
+            help="checkpoint directory (a RoFormer-Sim keeps its pooler), Hub id, or shipped:roformer-zh-char-small",
+        )  # fmt: skip
+        group.add_argument(
+            *option("train_file"), required=True,
+            help="training pairs: TSV (text_a, text_b[, label]; or STS-B's with a header) or JSON lines",
+        )  # fmt: skip
+        group.add_argument(*option("validation_file"), required=True, help="held-out pairs with labels or scores")
+        group.add_argument(*option("test_file"), help="more pairs with scores, scored after training")
+        group.add_argument(
+            *option("loss"), choices=("cosent", "in-batch-negatives"),
+            help="cosent for labelled pairs, in-batch-negatives for pairs without labels (default: what the file is)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("pooling"), choices=("mean", "cls", "max"),
+            help="pool token states this way (default: the checkpoint's own sentence vector, else mean)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("max_seq_length"), "--max_length", type=positive_int, default=128, metavar="N",
+            help="truncate sentences to N tokens (default: %(default)s)",
+        )  # fmt: skip
     else:
         group.add_argument(*option("data_dir"), required=True,
                            help="directory holding train.json, valid.json and (optionally) test.json")  # fmt: skip
@@ -320,4 +367,28 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     )
 
 
-__all__ = ["add_parser", "run"]
+def run_sentence_embedding(args: argparse.Namespace, passed_through: list[str]) -> dict:
+    """Train sentence vectors as the parsed command line says."""
+    from hf_roformer.utils.extras import require_extra
+
+    prog = "hf-roformer finetune sentence-embedding"
+    if args.help_all:
+        print_all_trainer_options(prog)
+        return {}
+    require_extra(EXTRA, f"`{prog}`")
+    from hf_roformer.training.sentence_embedding import SentenceEmbeddingOptions, train_sentence_embedding
+
+    training_args = training_arguments(args, passed_through, args._defaults, prog)
+    options = SentenceEmbeddingOptions(
+        args.model_name_or_path, args.train_file, args.validation_file, args.test_file, args.loss, args.pooling,
+        args.max_seq_length, args.max_train_samples, args.max_eval_samples, args.max_predict_samples,
+    )  # fmt: skip
+    return train_sentence_embedding(
+        options,
+        training_args,
+        arguments=run_arguments(args, training_args),
+        overwrite=bool(args.overwrite_output_dir),
+    )
+
+
+__all__ = ["add_parser", "run", "run_sentence_embedding"]
