@@ -376,6 +376,12 @@ def run_sentence_embedding(args: argparse.Namespace, passed_through: list[str]) 
         print_all_trainer_options(prog)
         return {}
     require_extra(EXTRA, f"`{prog}`")
+    import importlib.util
+
+    from hf_roformer.utils.errors import MissingExtraError
+
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise MissingExtraError(f'`{prog}` needs sentence-transformers: pip install "sentence-transformers>=5.4"')
     from hf_roformer.training.sentence_embedding import SentenceEmbeddingOptions, train_sentence_embedding
 
     training_args = training_arguments(args, passed_through, args._defaults, prog)
