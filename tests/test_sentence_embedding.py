@@ -115,6 +115,7 @@ def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path)
     )
     assert not torch.allclose(base, vectors)  # it trained
     assert json.loads((output / "finished.json").read_text())["metrics"] == metrics
+    assert f"{metrics['eval_spearman_cosine']:.4f}" in (output / "README.md").read_text()  # the card holds it
 
 
 def test_in_batch_negatives_keep_roformer_sims_pooler(tmp_path):

@@ -22,6 +22,7 @@ CJK_CHARACTER = re.compile(r"[\u4e00-\u9fa5]")
 # The script splits runs of non-Chinese text with `nltk.word_tokenize`; nltk is not a dependency, and this expression
 # splits words, numbers (3.5, 1,000) and punctuation as it does on such runs (it differs on English contractions).
 WORD_OR_MARK = re.compile(r"\d+(?:[.,]\d+)*|\w+|[^\w\s]")
+ASCII_PUNCTUATION = frozenset(string.punctuation)  # SQuAD's `exclude`
 
 
 def cmrc_segments(text: str, drop_punctuation: bool = False) -> list[str]:
@@ -76,7 +77,7 @@ def cmrc_exact(prediction: str, answer: str) -> float:
 
 def squad_normalized(text: str) -> str:
     """SQuAD's `normalize_answer`: lowercased, punctuation and articles removed, whitespace collapsed."""
-    text = "".join(char for char in text.lower() if char not in set(string.punctuation))
+    text = "".join(char for char in text.lower() if char not in ASCII_PUNCTUATION)
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", text, flags=re.UNICODE).split())
 
 

@@ -149,15 +149,19 @@ def train_sentence_embedding(
         args=sentence_training_arguments(training_args, loss_name == "in-batch-negatives"),
         model=encoder,
         train_dataset=pairs["train"],
+        eval_dataset=pairs["validation"],
         loss=loss,
+        evaluator=similarity_evaluator(pairs["validation"], "validation"),
     )
     result = run.train(trainer, checkpoint)
+    # evaluated through the trainer before saving, so that the model card sentence-transformers writes holds it
+    evaluated = trainer.evaluate()
+    metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
+    metrics = {name: value for name, value in metrics.items() if not name.endswith(("_runtime", "_per_second"))}
     run.save_model(trainer)
-    metrics: dict[str, float] = {}
-    for split, prefix in (("validation", "eval"), ("test", "test")):
-        if split in pairs:
-            scores = similarity_evaluator(pairs[split], split)(encoder)
-            metrics.update({f"{prefix}_{name.removeprefix(split + '_')}": value for name, value in scores.items()})
+    if "test" in pairs:
+        scores = similarity_evaluator(pairs["test"], "test")(encoder)
+        metrics.update({f"test_{name.removeprefix('test_')}": value for name, value in scores.items()})
     with run.writing():
         trainer.save_metrics("train", result.metrics)
         trainer.save_metrics("eval", {name: value for name, value in metrics.items() if name.startswith("eval_")})
