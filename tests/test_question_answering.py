@@ -294,3 +294,17 @@ def test_bad_questions_are_refused_naming_the_id_before_anything_is_written(
     with pytest.raises(DataError, match=message):
         hf_roformer_cli.run(qa_argv(tiny_qa_checkpoint, train, validation, output))
     assert not output.exists()
+
+
+def test_a_question_too_long_for_a_window_is_refused_naming_it(tiny_qa_checkpoint, tmp_path):
+    rows = question_rows()
+    long = [{**rows[0], "id": "long", "question": "谁" * 30}, *rows[1:]]
+    train, validation = write_lines(tmp_path / "train.jsonl", rows), write_lines(tmp_path / "dev.jsonl", long)
+    output = tmp_path / "out"
+    message = (
+        r"dev.jsonl: question 'long' takes 30 tokens: with 3 special tokens and --doc_stride 8 it leaves no context in "
+        r"--max_seq_length 40"
+    )
+    with pytest.raises(DataError, match=message):
+        hf_roformer_cli.run(qa_argv(tiny_qa_checkpoint, train, validation, output))
+    assert not output.exists()

@@ -60,8 +60,8 @@ class QuestionInputs:
     tokens beyond it; `features[split]` keeps, for every window, its question id and its tokens' character offsets in
     the context (None outside it), for the answers."""
 
-    def __init__(self, raw: datasets.DatasetDict, doc_stride: int):
-        self.raw, self.doc_stride = raw, doc_stride
+    def __init__(self, raw: datasets.DatasetDict, doc_stride: int, files: dict[str, str] | None = None):
+        self.raw, self.doc_stride, self.files = raw, doc_stride, files or {}
         self.features: dict[str, tuple[list[str], list[list]]] = {}
 
     def check(self, tokenizer, max_length: int, raw: datasets.DatasetDict) -> None:
@@ -77,8 +77,9 @@ class QuestionInputs:
             ]
             for question_id, length in zip(data["id"], lengths, strict=True):
                 if length + specials + self.doc_stride >= max_length:
+                    where = self.files.get(split, split)
                     raise DataError(
-                        f"{split}: question {question_id!r} takes {length} tokens: with {specials} special tokens and "
+                        f"{where}: question {question_id!r} takes {length} tokens: with {specials} special tokens and "
                         f"--doc_stride {self.doc_stride} it leaves no context in --max_seq_length {max_length}"
                     )
 
@@ -155,7 +156,7 @@ def question_answering_task_data(files: QuestionFiles, limits: SampleLimits) -> 
         }
     )
     raw = limited(raw, ["test"], limits)
-    inputs = QuestionInputs(raw, files.doc_stride)
+    inputs = QuestionInputs(raw, files.doc_stride, {split: path for split, path in paths.items() if path})
     answered: dict[str, QuestionAnswers] = {}
 
     def answers_of(split: str, predictions) -> QuestionAnswers:
