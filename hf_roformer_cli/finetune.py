@@ -1,4 +1,5 @@
-"""`hf-roformer finetune glue|text-classification|cail2019-scm`: fine-tuning with transformers' Trainer.
+"""`hf-roformer finetune glue|text-classification|cail2019-scm|question-answering|multiple-choice|sentence-embedding`:
+fine-tuning with transformers' Trainer (sentence vectors: sentence-transformers' trainer).
 
 The options are those of transformers' `run_glue.py` (`--model_name_or_path`, `--task_name`, `--max_seq_length`,
 `--train_file`, ...; `--model`, `--task`, `--max_length` are aliases) and every `TrainingArguments` option. Parsing
@@ -41,12 +42,29 @@ CAIL_DEFAULTS = dict(
     save_total_limit=2,
     report_to="none",
 )
+# run_qa.py's README recipe (lr 3e-5, batch 12) and its default input length (384 tokens; windows overlap by 128).
+QA_DEFAULTS = dict(GLUE_DEFAULTS, learning_rate=3e-5, per_device_train_batch_size=12)
+# Sentence vectors: one epoch, learning rate 2e-5, batch 32; scored once at the end (Spearman's correlation).
+SENTENCE_DEFAULTS = dict(
+    num_train_epochs=1.0,
+    learning_rate=2e-5,
+    per_device_train_batch_size=32,
+    eval_strategy="no",
+    save_strategy="epoch",
+    report_to="none",
+)
+MAX_SEQ_LENGTHS = {"question-answering": 384}  # the other tasks: 512
 USAGE = {
     "glue": "--task_name TASK --model_name_or_path MODEL (--data_dir DIR | --train_file FILE --validation_file FILE | "
     "--dataset_dir DIR | --dataset_name NAME) --output_dir DIR [options]",
     "text-classification": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --output_dir DIR "
     "[options]",
     "cail2019-scm": "--model_name_or_path MODEL --data_dir DIR --output_dir DIR [options]",
+    "question-answering": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --language zh|en "
+    "--output_dir DIR [options]",
+    "multiple-choice": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --output_dir DIR [options]",
+    "sentence-embedding": "--model_name_or_path MODEL --train_file FILE --validation_file FILE --output_dir DIR "
+    "[options]",
 }
 TASKS = {
     "glue": (
@@ -65,6 +83,27 @@ TASKS = {
         "Each triplet (A, B, C) becomes the pairs (A, B) and (A, C); masked mean pooling, a sigmoid, learning rate "
         "6e-6, batch 8, 20 epochs, the best checkpoint on valid; the metric is the triplet accuracy.",
         CAIL_DEFAULTS,
+    ),
+    "question-answering": (
+        "fine-tune extractive question answering on SQuAD-format JSON (CMRC2018, DRCD, SQuAD) or JSON lines",
+        "A question and its context are one input up to --max_seq_length tokens (raise it to read whole documents), "
+        "windows overlapping by --doc_stride tokens beyond it. Answers are scored with CMRC2018's metrics "
+        "(--language zh) or SQuAD's (--language en) and written as run_qa.py writes them.",
+        QA_DEFAULTS,
+    ),
+    "multiple-choice": (
+        "fine-tune multiple choice on C3's JSON or run_swag.py's columns (CSV or JSON lines)",
+        "Each choice is the pair (context, question and choice); questions may have different numbers of choices; "
+        "the metric is accuracy.",
+        GLUE_DEFAULTS,
+    ),
+    "sentence-embedding": (
+        "train sentence vectors with sentence-transformers on sentence pairs (LCQMC/AFQMC/STS-B files, or pairs "
+        "without labels)",
+        "Labelled or scored pairs train with CoSENT, pairs without labels with in-batch negatives; RoFormer-Sim's "
+        "pooler is kept; the validation pairs are scored by Spearman's correlation of cosine similarities. The "
+        "output directory loads in SentenceTransformer.",
+        SENTENCE_DEFAULTS,
     ),
 }
 EPILOG = (
@@ -131,8 +170,9 @@ def add_parser(commands) -> None:
     """`finetune` and its three tasks."""
     finetune = commands.add_parser(
         "finetune",
-        help="fine-tune with the Trainer: glue, text-classification (your CSV/JSON files) or cail2019-scm",
-        description="Fine-tune a RoFormer for sequence classification with transformers' Trainer. "
+        help="fine-tune with the Trainer: glue, text-classification (your CSV/JSON files), cail2019-scm, "
+        "question-answering, multiple-choice or sentence-embedding",
+        description="Fine-tune a RoFormer with transformers' Trainer. "
         "`hf-roformer finetune TASK --help` lists every option of TASK.",
         formatter_class=HelpFormatter,
     )
@@ -143,7 +183,12 @@ def add_parser(commands) -> None:
             formatter_class=HelpFormatter, usage=f"hf-roformer finetune {name} {USAGE[name]}",
         )  # fmt: skip
         add_data_options(parser, name)
-        add_model_options(parser, defaults)
+        if name == "sentence-embedding":
+            add_sample_options(parser, "pairs")
+            add_trainer_options(parser, defaults)
+            parser.set_defaults(_run=run_sentence_embedding, _defaults=defaults)
+            continue
+        add_model_options(parser, {"max_seq_length": MAX_SEQ_LENGTHS.get(name, 512)})
         add_batching_options(parser)
         add_sample_options(parser, "triplets" if name == "cail2019-scm" else "examples")
         add_trainer_options(parser, defaults)
@@ -179,6 +224,65 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
             "true: predict a score; false: the labels are classes (default: strings and integers are classes, "
             "numbers with a fractional part a score; floats that are all whole, such as 0.0/1.0, must be told)",
         )
+    elif task == "question-answering":
+        group.add_argument(
+            *option("train_file"), required=True,
+            help="training questions: SQuAD-format JSON or JSON lines (id, context, question, answers)",
+        )  # fmt: skip
+        group.add_argument(*option("validation_file"), required=True, help="evaluation questions, with answers")
+        group.add_argument(*option("test_file"), help="questions to answer (answers optional)")
+        group.add_argument(
+            *option("language"), required=True, choices=("zh", "en"),
+            help="the data's language, which picks the metrics: zh (CMRC2018) or en (SQuAD)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("doc_stride"), type=non_negative_int, default=128, metavar="N",
+            help="tokens shared by consecutive windows of a long context (default: %(default)s)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("n_best_size"), type=positive_int, default=20, metavar="N",
+            help="candidate starts and ends per window (default: %(default)s)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("max_answer_length"), type=positive_int, default=30, metavar="N",
+            help="longest answer, in tokens (default: %(default)s)",
+        )  # fmt: skip
+        add_flag(group, "version_2_with_negative", "some questions have no answer (SQuAD v2.0)")
+        group.add_argument(
+            *option("null_score_diff_threshold"), type=float, default=0.0, metavar="X",
+            help="answer nothing when the null score beats the best span by more (default: 0.0)",
+        )  # fmt: skip
+    elif task == "multiple-choice":
+        group.add_argument(
+            *option("train_file"), required=True,
+            help="training questions: C3's JSON, or run_swag.py's columns (sent1, sent2, ending0.., label) in .csv "
+            "or JSON lines",
+        )  # fmt: skip
+        group.add_argument(*option("validation_file"), required=True, help="evaluation questions, with answers")
+        group.add_argument(*option("test_file"), help="questions to answer (answers optional)")
+    elif task == "sentence-embedding":
+        group.add_argument(
+            *option("model_name_or_path"), "--model", required=True, metavar="MODEL",
+            help="checkpoint directory (a RoFormer-Sim keeps its pooler), Hub id, or shipped:roformer-zh-char-small",
+        )  # fmt: skip
+        group.add_argument(
+            *option("train_file"), required=True,
+            help="training pairs: TSV (text_a, text_b[, label]; or STS-B's with a header) or JSON lines",
+        )  # fmt: skip
+        group.add_argument(*option("validation_file"), required=True, help="held-out pairs with labels or scores")
+        group.add_argument(*option("test_file"), help="more pairs with scores, scored after training")
+        group.add_argument(
+            *option("loss"), choices=("cosent", "in-batch-negatives"),
+            help="cosent for labelled pairs, in-batch-negatives for pairs without labels (default: what the file is)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("pooling"), choices=("mean", "cls", "max"),
+            help="pool token states this way (default: the checkpoint's own sentence vector, else mean)",
+        )  # fmt: skip
+        group.add_argument(
+            *option("max_seq_length"), "--max_length", type=positive_int, default=128, metavar="N",
+            help="truncate sentences to N tokens (default: %(default)s)",
+        )  # fmt: skip
     else:
         group.add_argument(*option("data_dir"), required=True,
                            help="directory holding train.json, valid.json and (optionally) test.json")  # fmt: skip
@@ -220,6 +324,15 @@ def task_loader(args: argparse.Namespace):
             args.train_file, args.validation_file, args.test_file, columns, args.label_column_name, args.do_regression
         )
         return (lambda: tasks.text_classification_task_data(files, limits)), files.paths()
+    if args.task == "question-answering":
+        files = tasks.QuestionFiles(
+            args.train_file, args.validation_file, args.language, args.test_file, args.doc_stride, args.n_best_size,
+            args.max_answer_length, bool(args.version_2_with_negative), args.null_score_diff_threshold,
+        )  # fmt: skip
+        return (lambda: tasks.question_answering_task_data(files, limits)), files.paths()
+    if args.task == "multiple-choice":
+        files = tasks.ChoiceFiles(args.train_file, args.validation_file, args.test_file)
+        return (lambda: tasks.multiple_choice_task_data(files, limits)), files.paths()
     return (lambda: tasks.cail_task_data(args.data_dir, limits)), {"data directory": args.data_dir}
 
 
@@ -259,4 +372,34 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     )
 
 
-__all__ = ["add_parser", "run"]
+def run_sentence_embedding(args: argparse.Namespace, passed_through: list[str]) -> dict:
+    """Train sentence vectors as the parsed command line says."""
+    from hf_roformer.utils.extras import require_extra
+
+    prog = "hf-roformer finetune sentence-embedding"
+    if args.help_all:
+        print_all_trainer_options(prog)
+        return {}
+    require_extra(EXTRA, f"`{prog}`")
+    import importlib.util
+
+    from hf_roformer.utils.errors import MissingExtraError
+
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise MissingExtraError(f'`{prog}` needs sentence-transformers: pip install "sentence-transformers>=5.4"')
+    from hf_roformer.training.sentence_embedding import SentenceEmbeddingOptions, train_sentence_embedding
+
+    training_args = training_arguments(args, passed_through, args._defaults, prog)
+    options = SentenceEmbeddingOptions(
+        args.model_name_or_path, args.train_file, args.validation_file, args.test_file, args.loss, args.pooling,
+        args.max_seq_length, args.max_train_samples, args.max_eval_samples, args.max_predict_samples,
+    )  # fmt: skip
+    return train_sentence_embedding(
+        options,
+        training_args,
+        arguments=run_arguments(args, training_args),
+        overwrite=bool(args.overwrite_output_dir),
+    )
+
+
+__all__ = ["add_parser", "run", "run_sentence_embedding"]

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "original_checkpoints" / "bert4keras-0.11.5"
 HELP_COMMANDS = [
     [], ["demo"], ["tour"], ["finetune"], ["finetune", "glue"], ["finetune", "text-classification"],
-    ["finetune", "cail2019-scm"], ["pretrain"], ["pretrain", "mlm"], ["convert"], ["similar"], ["plot"],
+    ["finetune", "cail2019-scm"], ["finetune", "question-answering"], ["finetune", "multiple-choice"],
+    ["finetune", "sentence-embedding"], ["pretrain"], ["pretrain", "mlm"], ["convert"], ["similar"], ["plot"],
 ]  # fmt: skip
 REVIEWS = ["这家餐厅的菜很好吃", "等了一个小时才上菜", "房间干净位置方便", "质量太差用了两天就坏了"]
 

@@ -77,6 +77,8 @@ def split_by_token_budget(inputs: dict, token_budget: int) -> list[tuple[dict, f
     """`inputs` (a padded batch) as passes (`passes_by_length`), columns trimmed to each pass's longest row, with
     each pass's share of the rows. A batch that one pass serves best comes back whole."""
     mask = inputs["attention_mask"]
+    if mask.dim() != 2:  # several sequences a row (multiple choice): rows run whole
+        return [(inputs, 1.0)]
     rows, width = mask.shape
     if rows == 1:
         return [(inputs, 1.0)]

@@ -313,6 +313,7 @@ def fine_tune(
         processing_class=tokenizer,
         data_collator=task.inputs.collator(tokenizer),
         compute_metrics=task.metrics_for(first_evaluation),
+        compute_loss_func=task.loss,
     )
     metrics: dict[str, float] = {}
     written = train_phase(run, trainer, len(encoded["train"]), checkpoint, finished_training) if phases.train else []
@@ -327,6 +328,9 @@ def fine_tune(
                     logger.info(metric_line(prefix, evaluated))
             with run.writing():
                 trainer.save_metrics("eval", metrics)
+                if task.write_evaluation is not None and run.main_process:
+                    for split, _ in task.evaluation:
+                        written += task.write_evaluation(split, run.output_dir)
             written.append("eval_results.json")
         if phases.predict:
             written += predict(run, trainer, task, encoded, metrics)

@@ -10,7 +10,8 @@ in this package that builds a `Task`:
 - `inputs`: how one split is encoded (truncation or windows, label alignment) and batched; the encodings are kept for
   the task's metrics and predictions, which may need them (question answering maps features back to examples);
 - `metrics_for(split)`: the Trainer's `compute_metrics` for a split; `write_predictions(split, predictions, dir)`: the
-  prediction files of a test split, in the format of the input;
+  prediction files of a test split, in the format of the input; `write_evaluation(split, dir)` (optional): files of
+  an evaluation split's last evaluation (question answering writes its answers, as `run_qa.py` does);
 - `card`: what the model card says about the data.
 """
 
@@ -65,6 +66,8 @@ class Task:
     card: dict  # write_fine_tuning_card's words for the data: dataset, dataset_tags, dataset_args, hub_dataset, ...
     tests: list[str] = field(default_factory=list)  # splits to predict
     write_predictions: Callable[[str, np.ndarray, Path], list[str]] | None = None  # split, outputs, dir -> files
+    write_evaluation: Callable[[str, Path], list[str]] | None = None  # split, dir -> files of its last evaluation
+    loss: Callable | None = None  # the Trainer's `compute_loss_func` (None: the model's own loss)
     card_note: Callable[[dict[str, float]], str] | None = None  # a paragraph for the card, from the final metrics
     sources: dict[str, object] = field(default_factory=dict)  # description -> path the data were read from
     notes: list[str] = field(default_factory=list)  # what the run summary says about the data as read

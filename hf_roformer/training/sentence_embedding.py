@@ -1,0 +1,177 @@
+"""Sentence-vector training with sentence-transformers' own trainer and losses, on the run skeleton every training
+command shares (`training_run.py`: output directory, record, Ctrl-C and resume, save, finished marker).
+
+- Scored or labelled pairs (LCQMC, AFQMC, STS-B) train with CoSENT (`CoSENTLoss`: the cosine of every pair ranked by
+  its score against every other pair of the batch, the loss bert4torch users train Chinese encoders with); pairs
+  without labels train with in-batch negatives (`MultipleNegativesRankingLoss`: each first sentence against every
+  second sentence of the batch, batches without repeated texts). The file decides: a training file with labels is
+  CoSENT, one without is in-batch negatives; `loss` may only confirm it.
+- The encoder is the checkpoint's own sentence-transformers model when it has one (RoFormer-Sim: the [CLS] state
+  through its pooler, `sentence_transformers_hf_roformer.py`), kept as it is; otherwise a Transformer module and a
+  pooling module (`pooling`, mean by default, as sentence-transformers pools a plain encoder).
+- The held-out split (the validation file, with scores) is scored by Spearman's correlation of cosine similarities
+  (`EmbeddingSimilarityEvaluator`) after training, and a test file with scores likewise.
+
+The saved directory is a sentence-transformers model: `SentenceTransformer(output_dir)` loads it, with the same
+vectors.
+"""
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformers import TrainingArguments
+
+from .. import __version__
+from ..utils.errors import DataError, UsageError
+from .sentence_pairs import read_sentence_pairs
+from .tasks.base import first
+from .training_run import TrainingRun
+
+
+logger = logging.getLogger(__name__)
+
+LOSSES = ("cosent", "in-batch-negatives")
+POOLINGS = ("mean", "cls", "max")
+
+
+@dataclass(frozen=True)
+class SentenceEmbeddingOptions:
+    """What to train (`finetune sentence-embedding`'s options)."""
+
+    model_name_or_path: str
+    train_file: str
+    validation_file: str
+    test_file: str | None = None
+    loss: str | None = None
+    pooling: str | None = None
+    max_seq_length: int = 128
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    max_predict_samples: int | None = None
+
+    def paths(self) -> dict[str, object]:
+        """The local paths this run reads (for the output directory's checks)."""
+        model = self.model_name_or_path if Path(self.model_name_or_path).is_dir() else None
+        return {
+            "model": model,
+            "training file": self.train_file,
+            "validation file": self.validation_file,
+            "test file": self.test_file,
+        }
+
+
+def chosen_loss(train, requested: str | None) -> str:
+    """The loss the training pairs call for: CoSENT for scored pairs, in-batch negatives for unlabelled ones;
+    `requested` must agree."""
+    natural = "cosent" if "score" in train.column_names else "in-batch-negatives"
+    if requested is not None and requested != natural:
+        has = "has labels" if natural == "cosent" else "has no labels"
+        raise UsageError(f"--loss {requested} does not fit the training file, which {has} (it trains with {natural})")
+    return natural
+
+
+def sentence_encoder(model_path: str, pooling: str | None, max_seq_length: int, device: str | None):
+    """The SentenceTransformer to train: the checkpoint's own modules (its pooler kept) unless `pooling` is asked
+    for, else a Transformer and `pooling` (default mean)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    if pooling is None and (Path(model_path) / "modules.json").exists():
+        encoder = SentenceTransformer(model_path, device=device)
+        encoder.max_seq_length = max_seq_length
+        return encoder
+    transformer = Transformer(model_path, max_seq_length=max_seq_length)
+    pooled = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling or "mean")
+    return SentenceTransformer(modules=[transformer, pooled], device=device)
+
+
+def sentence_training_arguments(training_args: TrainingArguments, in_batch_negatives: bool):
+    """`training_args` as sentence-transformers' arguments; in-batch negatives get batches without repeated texts
+    (a repeated text would be its own negative)."""
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    fields = dataclasses.fields(TrainingArguments)
+    values = {field.name: getattr(training_args, field.name) for field in fields if field.init}
+    if in_batch_negatives:
+        values["batch_sampler"] = "no_duplicates"
+    return SentenceTransformerTrainingArguments(**values)
+
+
+def similarity_evaluator(pairs, name: str):
+    """Spearman's correlation of cosine similarities with the pairs' scores."""
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    return EmbeddingSimilarityEvaluator(
+        list(pairs["sentence1"]), list(pairs["sentence2"]), list(pairs["score"]), name=name, write_csv=False
+    )
+
+
+def train_sentence_embedding(
+    options: SentenceEmbeddingOptions, training_args: TrainingArguments, *, arguments: dict, overwrite: bool = False
+) -> dict[str, float]:
+    """Train as the module says and return the held-out metrics (`eval_spearman_cosine`, `test_spearman_cosine`)."""
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.losses import CoSENTLoss, MultipleNegativesRankingLoss
+
+    from ..pretrained import resolve_checkpoint
+
+    run = TrainingRun.open("finetune sentence-embedding", arguments, training_args, options.paths(), overwrite)
+    if run.finished is not None:
+        return run.nothing_to_do()
+    checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint)
+    splits = {"train": options.train_file, "validation": options.validation_file, "test": options.test_file}
+    limits = {"train": options.max_train_samples, "validation": options.max_eval_samples}
+    limits["test"] = options.max_predict_samples
+    pairs = {split: first(read_sentence_pairs(path), limits[split]) for split, path in splits.items() if path}
+    for split in ("validation", "test"):
+        if split in pairs and "score" not in pairs[split].column_names:
+            raise DataError(f"{splits[split]}: the {split} pairs need labels or scores (Spearman's correlation)")
+    loss_name = chosen_loss(pairs["train"], options.loss)
+    if options.pooling is not None and options.pooling not in POOLINGS:
+        raise UsageError(f"--pooling must be one of {', '.join(POOLINGS)}, not {options.pooling!r}")
+
+    encoder = sentence_encoder(
+        resolve_checkpoint(options.model_name_or_path),
+        options.pooling,
+        options.max_seq_length,
+        "cpu" if training_args.use_cpu else None,
+    )
+    loss = CoSENTLoss(encoder) if loss_name == "cosent" else MultipleNegativesRankingLoss(encoder)
+    run.begin(__version__)
+    if run.main_process:
+        counts = ", ".join(f"{len(data):,} {split}" for split, data in pairs.items())
+        logger.info(f"training sentence vectors from {options.model_name_or_path}: {counts} pairs, {loss_name} loss")
+        logger.info(f"encoder: {' -> '.join(type(module).__name__ for module in encoder)}")
+    trainer = run.trainer(
+        SentenceTransformerTrainer,
+        args=sentence_training_arguments(training_args, loss_name == "in-batch-negatives"),
+        model=encoder,
+        train_dataset=pairs["train"],
+        eval_dataset=pairs["validation"],
+        loss=loss,
+        evaluator=similarity_evaluator(pairs["validation"], "validation"),
+    )
+    result = run.train(trainer, checkpoint)
+    # evaluated through the trainer before saving, so that the model card sentence-transformers writes holds it
+    evaluated = trainer.evaluate()
+    metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
+    metrics = {name: value for name, value in metrics.items() if not name.endswith(("_runtime", "_per_second"))}
+    run.save_model(trainer)
+    if "test" in pairs:
+        scores = similarity_evaluator(pairs["test"], "test")(encoder)
+        metrics.update({f"test_{name.removeprefix('test_')}": value for name, value in scores.items()})
+    with run.writing():
+        trainer.save_metrics("train", result.metrics)
+        trainer.save_metrics("eval", {name: value for name, value in metrics.items() if name.startswith("eval_")})
+        trainer.save_state()
+    if run.main_process:
+        shown = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items() if "spearman_cosine" in name)
+        logger.info(f"Spearman's correlation of cosine similarities: {shown}")
+    finished = {"command": run.command, "global_step": trainer.state.global_step, "metrics": metrics}
+    run.finish(finished, ["modules.json", "config.json", "model.safetensors", "README.md"])
+    return metrics
+
+
+__all__ = ["LOSSES", "POOLINGS", "SentenceEmbeddingOptions", "train_sentence_embedding"]

@@ -1,0 +1,172 @@
+"""`hf-roformer finetune multiple-choice`: C3's JSON and run_swag.py's columns read alike, questions with unequal
+numbers of choices (stand-in choices never count), data refused by question id before anything is written, and a
+run's predictions."""
+
+import csv
+import json
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+import hf_roformer
+import hf_roformer_cli
+from hf_roformer.training.choice_files import read_multiple_choice_file
+from hf_roformer.training.tasks.multiple_choice import ChoiceInputs, choice_labels, choice_loss, predicted_choices
+from hf_roformer.utils.errors import DataError
+
+
+# C3 documents: [context lines, questions, id]; 2, 3 and 4 choices.
+C3 = [
+    [["男：张三去哪里了？", "女：张三去了北京。"],
+     [{"question": "张三去了哪里？", "choice": ["上海", "北京"], "answer": "北京"}], "d0"],
+    [["李四在上海工作。"],
+     [{"question": "李四在哪里工作？", "choice": ["广州", "上海", "深圳"], "answer": "上海"},
+      {"question": "谁在上海工作？", "choice": ["王五", "赵六", "李四", "张三"], "answer": "李四"}], "d1"],
+]  # fmt: skip
+
+
+def write_c3(path: Path, documents=C3) -> Path:
+    path.write_text(json.dumps(documents, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def write_swag_csv(path: Path, records: list[dict]) -> Path:
+    """`records` in run_swag.py's columns, with empty endings past a question's choices."""
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "sent1", "sent2", "ending0", "ending1", "ending2", "ending3", "label"])
+        for record in records:
+            endings = record["choices"] + [""] * (4 - len(record["choices"]))
+            writer.writerow([record["id"], record["context"], record["question"], *endings, record["label"]])
+    return path
+
+
+def test_c3_and_swag_columns_read_the_same_questions(tmp_path):
+    c3 = read_multiple_choice_file(write_c3(tmp_path / "c3.json"), need_labels=True)
+    assert c3["id"] == ["d0-0", "d1-0", "d1-1"]
+    assert [len(choices) for choices in c3["choices"]] == [2, 3, 4]
+    assert c3["label"] == [1, 1, 2]
+    assert c3[0]["context"] == "男：张三去哪里了？\n女：张三去了北京。"
+    swag = read_multiple_choice_file(write_swag_csv(tmp_path / "swag.csv", list(c3)), need_labels=True)
+    assert swag.to_dict() == c3.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda doc: doc[1][0].update(answer="广州"),
+         r"c3.json: question 'd0-0': answer '广州' is not one of \['上海', '北京'\]"),
+        (lambda doc: doc[1][0].update(choice=["北京"], answer="北京"),
+         r"question 'd0-0' needs at least two non-empty choices"),
+        (lambda doc: doc[1][0].update(choice=["北京", "北京"]), r"question 'd0-0' lists a choice twice"),
+        (lambda doc: doc[1][0].pop("answer"), r"c3.json: question 'd0-0' has no answer \(1 without one\)"),
+    ],
+)  # fmt: skip
+def test_bad_c3_questions_are_named(change, message, tmp_path):
+    documents = json.loads(json.dumps(C3))
+    change(documents[0])
+    with pytest.raises(DataError, match=message):
+        read_multiple_choice_file(write_c3(tmp_path / "c3.json", documents), need_labels=True)
+
+
+def test_bad_swag_label_is_named_with_its_line(tmp_path):
+    records = list(read_multiple_choice_file(write_c3(tmp_path / "c3.json"), need_labels=True))
+    records[0]["label"] = 2  # the first question has two choices
+    with pytest.raises(DataError, match=r"swag.csv:2: question 'd0-0': label 2 is not one of its 2 choices"):
+        read_multiple_choice_file(write_swag_csv(tmp_path / "swag.csv", records), need_labels=True)
+
+
+def test_stand_in_choices_never_count_in_loss_or_predictions():
+    logits = torch.tensor([[0.5, 2.0, 50.0, 50.0], [0.1, 0.2, 0.3, -1.0], [1.0, 0.0, 0.0, 0.0]])
+    labels = torch.tensor([choice_labels(0, 2, 4), choice_labels(2, 4, 4), choice_labels(None, 3, 4)])
+    expected = (
+        torch.nn.functional.cross_entropy(logits[0:1, :2], torch.tensor([0]), reduction="sum")
+        + torch.nn.functional.cross_entropy(logits[1:2], torch.tensor([2]), reduction="sum")
+    ) / 2  # the unanswered question counts in neither the sum nor the count
+    assert choice_loss({"logits": logits}, labels).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert choice_loss({"logits": logits}, labels, num_items_in_batch=4).item() == pytest.approx(expected.item() / 2)
+    assert predicted_choices(logits.numpy(), [2, 4, 3]).tolist() == [1, 2, 0]
+
+
+def test_a_question_scores_the_same_whatever_the_number_of_stand_in_choices():
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_roformer.pretrained_checkpoint()))
+    data = datasets.Dataset.from_dict(
+        {
+            "id": ["a"],
+            "context": ["张三去了北京。"],
+            "question": ["张三去了哪里？"],
+            "choices": [["上海", "北京"]],
+            "label": [1],
+        }
+    )
+    torch.manual_seed(0)
+    config = hf_roformer.HfRoFormerConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64,
+    )  # fmt: skip
+    model = hf_roformer.HfRoFormerForMultipleChoice(config).eval()
+    scores = []
+    for slots in (2, 4):
+        encoded = ChoiceInputs(slots).encode(data, tokenizer, 24, False)
+        assert encoded["labels"] == [choice_labels(1, 2, slots)]
+        batch = {name: torch.tensor(encoded[name]) for name in ("input_ids", "token_type_ids", "attention_mask")}
+        with torch.no_grad():
+            scores.append(model(**batch).logits[0, :2])
+    torch.testing.assert_close(scores[0], scores[1], rtol=0, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def tiny_chinese_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("mc_checkpoint")
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_roformer.pretrained_checkpoint()))
+    torch.manual_seed(0)
+    config = hf_roformer.HfRoFormerConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    hf_roformer.HfRoFormerModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_run_with_unequal_choice_counts_writes_predictions(tiny_chinese_checkpoint, tmp_path):
+    train, validation = write_c3(tmp_path / "train.json", C3 * 1), write_c3(tmp_path / "dev.json")
+    unlabelled = json.loads(json.dumps(C3))
+    for document in unlabelled:
+        for question in document[1]:
+            question.pop("answer")
+    test = write_c3(tmp_path / "test.json", unlabelled)
+    output = tmp_path / "out"
+    metrics = hf_roformer_cli.run([
+        "finetune", "multiple-choice", "--model", str(tiny_chinese_checkpoint), "--train_file", str(train),
+        "--validation_file", str(validation), "--test_file", str(test), "--output_dir", str(output),
+        "--max_seq_length", "32", "--num_train_epochs", "2", "--per_device_train_batch_size", "2",
+        "--learning_rate", "1e-3", "--use_cpu", "--disable_tqdm", "true", "--save_strategy", "no",
+        "--eval_strategy", "no",
+    ])  # fmt: skip
+    lines = [json.loads(line) for line in (output / "test_predictions.json").read_text().splitlines()]
+    questions = read_multiple_choice_file(validation, need_labels=True)
+    assert [line["id"] for line in lines] == questions["id"]
+    for line, choices in zip(lines, questions["choices"], strict=True):
+        assert 0 <= line["label"] < len(choices) and line["answer"] == choices[line["label"]]
+    # the test file holds the evaluation questions without answers: the same choices, scored the same
+    correct = np.mean([line["label"] == label for line, label in zip(lines, questions["label"], strict=True)])
+    assert metrics["eval_accuracy"] == pytest.approx(correct)
+    assert (output / "model.safetensors").exists() and "test_accuracy" not in metrics
+
+
+def test_bad_question_is_refused_before_anything_is_written(tiny_chinese_checkpoint, tmp_path):
+    documents = json.loads(json.dumps(C3))
+    documents[1][1][1]["answer"] = "孙七"
+    train, validation = write_c3(tmp_path / "train.json"), write_c3(tmp_path / "dev.json", documents)
+    output = tmp_path / "out"
+    with pytest.raises(DataError, match=r"dev.json: question 'd1-1': answer '孙七' is not one of"):
+        hf_roformer_cli.run([
+            "finetune", "multiple-choice", "--model", str(tiny_chinese_checkpoint), "--train_file", str(train),
+            "--validation_file", str(validation), "--output_dir", str(output), "--use_cpu",
+        ])  # fmt: skip
+    assert not output.exists()

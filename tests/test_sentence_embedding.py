@@ -1,0 +1,146 @@
+"""`hf-roformer finetune sentence-embedding`: pair files read in their published layouts, CoSENT and in-batch
+negatives through sentence-transformers' trainer, RoFormer-Sim's pooler kept, and the saved model's vectors equal in
+`SentenceTransformer` and in the plain model."""
+
+import json
+import random
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+import hf_roformer
+import hf_roformer_cli
+from hf_roformer.training.sentence_pairs import read_sentence_pairs
+from hf_roformer.utils.errors import DataError, UsageError
+
+
+sentence_transformers = pytest.importorskip("sentence_transformers")
+
+FIRST = ["今天天气很好", "我喜欢吃苹果", "这部电影很好看", "北京是中国的首都", "他在上海工作", "明天会下雨吗"]
+SECOND = ["今天的天气不错", "我爱吃苹果", "这电影真好看", "中国的首都是北京", "他的工作在上海", "明天下雨吗"]
+
+
+def labelled_pairs(count: int, seed: int) -> list[tuple[str, str, int]]:
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        x = rng.randrange(len(FIRST))
+        y = x if rng.random() < 0.5 else rng.randrange(len(FIRST))
+        pairs.append((FIRST[x], SECOND[y], int(x == y)))
+    return pairs
+
+
+def write_tsv(path, rows):
+    path.write_text("".join("\t".join(map(str, row)) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_pair_files_read_in_their_published_layouts(tmp_path):
+    lcqmc = read_sentence_pairs(write_tsv(tmp_path / "lcqmc.tsv", [("a", "b", 1), ("c", "d", 0)]))
+    assert lcqmc.to_dict() == {"sentence1": ["a", "c"], "sentence2": ["b", "d"], "score": [1.0, 0.0]}
+    stsb_rows = [
+        ("index", "genre", "sentence1", "sentence2", "score"),
+        (0, "main", "a", "b", 4.5),
+        (1, "main", "c", "d", 0.2),
+    ]
+    stsb = read_sentence_pairs(write_tsv(tmp_path / "sts.tsv", stsb_rows))
+    assert stsb.to_dict() == {"sentence1": ["a", "c"], "sentence2": ["b", "d"], "score": [4.5, 0.2]}
+    afqmc = tmp_path / "afqmc.json"
+    afqmc.write_text(
+        '{"sentence1": "a", "sentence2": "b", "label": "1"}\n{"sentence1": "c", "sentence2": "d", "label": "0"}\n'
+    )
+    assert read_sentence_pairs(afqmc).to_dict() == lcqmc.to_dict()
+    unlabelled = read_sentence_pairs(write_tsv(tmp_path / "pairs.tsv", [("a", "b"), ("c", "d")]))
+    assert unlabelled.column_names == ["sentence1", "sentence2"]
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([("a", "b", 1), ("c", "d")], r"bad.tsv:2: expected 3 tab-separated fields like line 1, got 2"),
+        ([("a", "b", 1), ("c", "d", "yes")], r"bad.tsv:2: label 'yes' is not a number"),
+        ([("a", "b", 1), ("c", " ", 0)], r"bad.tsv:2: empty sentence"),
+    ],
+)
+def test_bad_pairs_name_file_and_line(rows, message, tmp_path):
+    with pytest.raises(DataError, match=message):
+        read_sentence_pairs(write_tsv(tmp_path / "bad.tsv", rows))
+
+
+def tiny_checkpoint(path, pooler_activation=None):
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_roformer.pretrained_checkpoint()))
+    torch.manual_seed(0)
+    config = hf_roformer.HfRoFormerConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        pooler_activation=pooler_activation,
+    )  # fmt: skip
+    hf_roformer.HfRoFormerModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def train(checkpoint, train_file, validation_file, output, *extra):
+    return hf_roformer_cli.run([
+        "finetune", "sentence-embedding", "--model", str(checkpoint), "--train_file", str(train_file),
+        "--validation_file", str(validation_file), "--output_dir", str(output), "--max_seq_length", "32",
+        "--per_device_train_batch_size", "8", "--learning_rate", "1e-3", "--use_cpu", "--disable_tqdm", "true",
+        "--save_strategy", "no", *extra,
+    ])  # fmt: skip
+
+
+def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path):
+    checkpoint = tiny_checkpoint(tmp_path / "base")
+    train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(32, 0))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(16, 1))
+    output = tmp_path / "out"
+    metrics = train(checkpoint, train_file, validation_file, output)
+    encoder = sentence_transformers.SentenceTransformer(str(output), device="cpu")
+    texts = FIRST + SECOND
+    vectors = encoder.encode(texts, convert_to_tensor=True)
+    model = hf_roformer.HfRoFormerModel.from_pretrained(output).eval()
+    encoded = AutoTokenizer.from_pretrained(output)(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**encoded).last_hidden_state
+    mask = encoded["attention_mask"].unsqueeze(-1).float()
+    torch.testing.assert_close(vectors, (hidden * mask).sum(1) / mask.sum(1), atol=1e-5, rtol=1e-5)  # mean pooling
+    pairs = read_sentence_pairs(validation_file)
+    evaluator = sentence_transformers.sentence_transformer.evaluation.EmbeddingSimilarityEvaluator(
+        list(pairs["sentence1"]), list(pairs["sentence2"]), list(pairs["score"]), write_csv=False
+    )
+    assert evaluator(encoder)["spearman_cosine"] == pytest.approx(metrics["eval_spearman_cosine"], abs=1e-6)
+    base = sentence_transformers.SentenceTransformer(str(checkpoint), device="cpu").encode(
+        texts, convert_to_tensor=True
+    )
+    assert not torch.allclose(base, vectors)  # it trained
+    assert json.loads((output / "finished.json").read_text())["metrics"] == metrics
+    assert f"{metrics['eval_spearman_cosine']:.4f}" in (output / "README.md").read_text()  # the card holds it
+
+
+def test_in_batch_negatives_keep_roformer_sims_pooler(tmp_path):
+    checkpoint = tiny_checkpoint(tmp_path / "sim", pooler_activation="linear")
+    assert (checkpoint / "modules.json").exists()
+    train_file = write_tsv(tmp_path / "pairs.tsv", list(zip(FIRST, SECOND, strict=True)))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(12, 1))
+    output = tmp_path / "out"
+    train(checkpoint, train_file, validation_file, output, "--per_device_train_batch_size", "3")
+    modules = json.loads((output / "modules.json").read_text())
+    assert [module["type"] for module in modules] == [json.loads((checkpoint / "modules.json").read_text())[0]["type"]]
+    vectors = sentence_transformers.SentenceTransformer(str(output), device="cpu").encode(FIRST, convert_to_tensor=True)
+    model = hf_roformer.HfRoFormerModel.from_pretrained(output).eval()
+    with torch.no_grad():
+        pooled = model(**AutoTokenizer.from_pretrained(output)(FIRST, padding=True, return_tensors="pt")).pooler_output
+    torch.testing.assert_close(vectors, pooled, atol=1e-5, rtol=1e-5)
+    trained = hf_roformer.HfRoFormerModel.from_pretrained(output).pooler.dense.weight
+    assert not torch.equal(trained, hf_roformer.HfRoFormerModel.from_pretrained(checkpoint).pooler.dense.weight)
+
+
+def test_a_loss_that_does_not_fit_the_file_is_refused_before_writing(tmp_path):
+    checkpoint = tiny_checkpoint(tmp_path / "base")
+    train_file = write_tsv(tmp_path / "pairs.tsv", list(zip(FIRST, SECOND, strict=True)))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(8, 1))
+    output = tmp_path / "out"
+    with pytest.raises(UsageError, match="--loss cosent does not fit the training file, which has no labels"):
+        train(checkpoint, train_file, validation_file, output, "--loss", "cosent")
+    assert not output.exists()
