@@ -363,7 +363,9 @@ def test_a_finished_marker_counts_only_while_its_outputs_are_whole(checkpoint, g
     (output / "model.safetensors").unlink()
     main(finetune(checkpoint, glue, output))
     printed = capsys.readouterr().out
-    assert "nothing to do" not in printed and "resuming from" in printed
+    # the final checkpoint's model, without training again
+    assert "nothing to do" not in printed
+    assert f"evaluating and predicting with its model ({output}/checkpoint-" in printed
     restored = load_file(output / "model.safetensors")
     for name, tensor in weights.items():
         torch.testing.assert_close(restored[name], tensor, rtol=0, atol=0, msg=name)
