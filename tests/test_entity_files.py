@@ -11,7 +11,10 @@ from hf_roformer.utils.errors import DataError
 
 
 CONLL_IOB2 = "张 B-PER\n三 I-PER\n在 O\n北 B-LOC\n京 I-LOC\n\n新 B-ORG\n华 I-ORG\n社 I-ORG\n"
-CONLL_BIOES = "-DOCSTART- -X- O\n\nEU\tNNP\tS-ORG\nrejects\tVBZ\tO\nGerman\tJJ\tS-MISC\n\nPeter\tNNP\tB-PER\nBlackburn\tNNP\tE-PER\n"
+CONLL_BIOES = (
+    "-DOCSTART- -X- O\n\nEU\tNNP\tS-ORG\nrejects\tVBZ\tO\nGerman\tJJ\tS-MISC\n\n"
+    "Peter\tNNP\tB-PER\nBlackburn\tNNP\tE-PER\n"
+)
 RUN_NER = [
     {"id": "0", "tokens": ["李", "四", "去", "上", "海"], "ner_tags": ["B-PER", "I-PER", "O", "B-LOC", "I-LOC"]},
     {"id": "1", "tokens": ["今", "天"], "ner_tags": ["O", "O"]},
@@ -88,16 +91,22 @@ def test_predictions_of_the_first_sentences_are_written_in_the_input_format(tmp_
     [
         ("a.txt", "张 B-PER\n三 I-LOC\n", "a.txt:2: the tag 'I-LOC' continues no LOC entity (IOB2)"),
         ("a.txt", "张 O\n三 I-PER\n", "a.txt:2: the tag 'I-PER' continues no PER entity (IOB2)"),
-        ("a.txt", "张 B-PER\n三 PER\n", "a.txt:2: the tag 'PER' is neither O nor B-/I-/E-/S- followed by a type (IOB2)"),
-        ("a.txt", "张 B-PER\n三 E-PER\n\n李 S-PER\n四 B-PER\n", "a.txt:5: the tag 'B-PER' opens a PER entity that never ends (E-) (BIOES)"),
-        ("a.txt", "张 S-PER\n\n李 B-PER\n四 O\n", "a.txt:4: the tag 'O' comes before the open PER entity ends (E-) (BIOES)"),
+        ("a.txt", "张 B-PER\n三 PER\n",
+         "a.txt:2: the tag 'PER' is neither O nor B-/I-/E-/S- followed by a type (IOB2)"),
+        ("a.txt", "张 B-PER\n三 E-PER\n\n李 S-PER\n四 B-PER\n",
+         "a.txt:5: the tag 'B-PER' opens a PER entity that never ends (E-) (BIOES)"),
+        ("a.txt", "张 S-PER\n\n李 B-PER\n四 O\n",
+         "a.txt:4: the tag 'O' comes before the open PER entity ends (E-) (BIOES)"),
         ("a.txt", "张 B-PER\n三\n", "a.txt:2: '三' has 1 column(s) where lines above differ"),
         ("a.json", '{"tokens": ["张", "三"], "ner_tags": ["B-PER"]}\n', "a.json:1: 2 tokens but 1 tags"),
-        ("a.json", '{"tokens": ["张"], "ner_tags": [1]}\n', "a.json:1: 'ner_tags' must be a non-empty list of strings, found [1]"),
-        ("a.json", '{"tokens": ["张"], "tags": ["O"]}\n{"tokens": ["张"]}\n', "a.json:2: no key 'tags' (keys: 'tokens')"),
+        ("a.json", '{"tokens": ["张"], "ner_tags": [1]}\n',
+         "a.json:1: 'ner_tags' must be a non-empty list of strings, found [1]"),
+        ("a.json", '{"tokens": ["张"], "tags": ["O"]}\n{"tokens": ["张"]}\n',
+         "a.json:2: no key 'tags' (keys: 'tokens')"),
         ("a.json", '{"text": "上海", "label": {"LOC": {"上海": [[0, 2]]}}}\n',
          "a.json:1: LOC '上海': [0, 2] is outside the text (2 characters, end inclusive)"),
-        ("a.json", '{"text": "去上海", "label": {"LOC": {"上海": [[0, 1]]}}}\n', "a.json:1: LOC '上海': [0, 1] holds '去上'"),
+        ("a.json", '{"text": "去上海", "label": {"LOC": {"上海": [[0, 1]]}}}\n',
+         "a.json:1: LOC '上海': [0, 1] holds '去上'"),
         ("a.json", '{"text": "上海市", "label": {"LOC": {"上海": [[0, 1]], "上海市": [[0, 2]]}}}\n',
          "a.json:1: the entities '上海' and '上海市' overlap, which tags cannot hold (--head global_pointer reads "
          "nested entities)"),

@@ -206,7 +206,7 @@ def read_conll(path: Path, lines: list[str]) -> EntityFile:
     scheme = scheme_of(all_tags) if labelled else None
     if labelled:
         for sentence, tags_of, lines_of in zip(sentences, all_tags, token_lines, strict=True):
-            sentence.spans = checked_spans(tags_of, scheme, lambda position: (path, lines_of[position] + 1))
+            sentence.spans = checked_spans(tags_of, scheme, lambda position, at=lines_of: (path, at[position] + 1))
     return EntityFile(path, CONLL, scheme, sentences, labelled, lines, token_lines)
 
 

@@ -97,7 +97,7 @@ def spans_to_tags(spans: list[Span], length: int, scheme: str = IOB2) -> list[st
 def first_overlap(spans: list[Span]) -> tuple[Span, Span] | None:
     """Two spans that share a token (nested or crossing), or None."""
     ordered = sorted(spans)
-    for before, after in zip(ordered, ordered[1:]):
+    for before, after in zip(ordered, ordered[1:], strict=False):
         if after.start < before.end:
             return before, after
     return None
