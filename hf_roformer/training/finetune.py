@@ -300,6 +300,7 @@ def fine_tune(
         processing_class=tokenizer,
         data_collator=task.inputs.collator(tokenizer),
         compute_metrics=task.metrics_for(first_evaluation),
+        preprocess_logits_for_metrics=task.preprocess_logits,
     )
     metrics: dict[str, float] = {}
     written: list[str] = []

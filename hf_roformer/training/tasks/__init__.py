@@ -1,14 +1,16 @@
 """The fine-tuning tasks, one module each, every one building a `Task` (`base.py`: what a task supplies to the run)
-that `finetune.fine_tune` runs: GLUE, one's own text files, CAIL2019-SCM, all sequence classification."""
+that `finetune.fine_tune` runs: GLUE, one's own text files, CAIL2019-SCM (sequence classification), named entities."""
 
 from .base import Head, Inputs, SampleLimits, Task
 from .cail import cail_task_data
 from .glue import GlueSource, glue_task, glue_task_data
 from .sequence_classification import SentenceInputs, classification_head
 from .text_classification import TextFiles, text_classification_task_data
+from .token_classification import EntityFiles, token_classification_task_data
 
 
 __all__ = [
+    "EntityFiles",
     "GlueSource",
     "Head",
     "Inputs",
@@ -21,4 +23,5 @@ __all__ = [
     "glue_task",
     "glue_task_data",
     "text_classification_task_data",
+    "token_classification_task_data",
 ]
