@@ -3,9 +3,10 @@
 - **Alignment.** A paragraph is tokenized whole; each token's offsets say which characters it covers. A token that
   starts a unit of the input (a character, or a word of a word-level file) carries a label; a token continuing a unit
   (a word piece) carries none (-100), or its unit's label as `I-` with `label_all_tokens`, as transformers'
-  `run_ner.py` does. Word-level (jieba) checkpoints give tokens of several characters: an entity is carried by every
-  token it touches (`B-` on the first, `I-` after), so no entity is lost when its edge falls inside a word, and a
-  predicted entity covers the characters of its tokens.
+  `run_ner.py` does. Word-level (jieba) checkpoints give tokens of several characters: training paragraphs are
+  tokenized apart at their entity edges, so no token holds two entities or half of one (none is lost or split); at
+  evaluation and prediction the text is tokenized as it comes, an entity is carried by every token it touches (`B-` on
+  the first, `I-` after), and a predicted entity covers the characters of its tokens.
 - **Windows.** A paragraph longer than the model's input is read in overlapping windows of at most `max_length`
   tokens, specials included: never cut. Each token's prediction is taken from the window where it stands farthest
   from an edge (the middle of each overlap divides two windows), so every character of every paragraph gets one.
@@ -47,10 +48,19 @@ class Paragraph:
     starts_unit: list[bool]
 
 
-def tokenized(tokenizer, text: str, unit_offsets: list[tuple[int, int]]) -> Paragraph:
-    """`text` tokenized without special tokens; a token starts a unit when it is the first to reach into it."""
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    offsets = [tuple(pair) for pair in encoded["offset_mapping"]]
+def tokenized(tokenizer, text: str, unit_offsets: list[tuple[int, int]], breaks: set[int] = frozenset()) -> Paragraph:
+    """`text` tokenized without special tokens, apart at the character positions `breaks` (a training paragraph's
+    entity edges, so that no word-level token holds the edge of an entity: none is lost); a token starts a unit when
+    it is the first to reach into it."""
+    edges = sorted({0, len(text), *(edge for edge in breaks if 0 < edge < len(text))})
+    pieces = [(start, text[start:end]) for start, end in zip(edges, edges[1:], strict=False)]
+    encoded = tokenizer([piece for _, piece in pieces], add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = [], []
+    for (shift, _), piece_ids, piece_offsets in zip(
+        pieces, encoded["input_ids"], encoded["offset_mapping"], strict=True
+    ):
+        ids += piece_ids
+        offsets += [(start + shift, end + shift) for start, end in piece_offsets]
     unit_of = np.full(len(text) + 1, -1)
     for index, (start, end) in enumerate(unit_offsets):
         unit_of[start:end] = index
@@ -59,7 +69,7 @@ def tokenized(tokenizer, text: str, unit_offsets: list[tuple[int, int]]) -> Para
         units = {int(unit) for unit in unit_of[start:end] if unit >= 0}
         starts.append(bool(units - seen))
         seen |= units
-    return Paragraph(list(encoded["input_ids"]), offsets, starts)
+    return Paragraph(ids, offsets, starts)
 
 
 def plan_windows(paragraph: int, length: int, room: int) -> list[Window]:

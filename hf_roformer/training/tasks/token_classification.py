@@ -95,6 +95,7 @@ class EntityInputs:
     def __init__(self, head: str, types: list[str], label_ids: dict[str, int], label_all_tokens: bool):
         self.head, self.types, self.label_ids, self.label_all_tokens = head, types, label_ids, label_all_tokens
         self.encodings: dict[str, tuple[list[Paragraph], list[Window]]] = {}
+        self.training_data: str | None = None  # the fingerprint of the training split, tokenized apart at entity edges
 
     def check(self, tokenizer, max_length: int, raw: datasets.DatasetDict) -> None:
         """A window holds at least one token besides the special tokens."""
@@ -103,9 +104,11 @@ class EntityInputs:
 
     def encode(self, data: datasets.Dataset, tokenizer, max_length: int, pad_to_max_length: bool) -> datasets.Dataset:
         """The windows of every paragraph with their labels; `truncated` is always False (nothing is cut)."""
+        training = data._fingerprint == self.training_data
+        labels = data["label"] if training else [[] for _ in range(len(data))]
         paragraphs = [
-            tokenized(tokenizer, text, [tuple(unit) for unit in units])
-            for text, units in zip(data["text"], data["units"], strict=True)
+            tokenized(tokenizer, text, [tuple(unit) for unit in units], {edge for s, e, _ in label for edge in (s, e)})
+            for text, units, label in zip(data["text"], data["units"], labels, strict=True)
         ]
         windows = [
             window
@@ -217,6 +220,7 @@ def token_classification_task_data(files: EntityFiles, limits: SampleLimits) -> 
     raw = limited(datasets.DatasetDict({split: paragraphs_of(f, types) for split, f in read.items()}), ["test"], limits)
     head = entity_head(files.head, types)
     inputs = EntityInputs(files.head, types, head.config["label2id"], files.label_all_tokens)
+    inputs.training_data = raw["train"]._fingerprint
     nested = files.head == GLOBAL_POINTER
 
     def file_spans(split: str, outputs) -> list[list[Span]]:
