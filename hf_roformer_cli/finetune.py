@@ -260,6 +260,17 @@ def task_loader(args: argparse.Namespace):
     return (lambda: tasks.cail_task_data(args.data_dir, limits)), {"data directory": args.data_dir}
 
 
+def smoke_sized(args: argparse.Namespace, defaults: dict) -> dict:
+    """Under `HF_ROFORMER_SMOKE` (the docs tests), a few paragraphs and two steps; otherwise `defaults` unchanged."""
+    from hf_roformer.training.smoke import announce_smoke_run, smoke_run
+
+    if not smoke_run():
+        return defaults
+    announce_smoke_run("16 training paragraphs, 8 to evaluate and to predict, 2 steps")
+    args.max_train_samples, args.max_eval_samples, args.max_predict_samples = 16, 8, 8
+    return {**defaults, "max_steps": 2}
+
+
 def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     """Fine-tune as the parsed command line says."""
     from hf_roformer.utils.extras import require_extra
@@ -271,7 +282,10 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     require_extra(EXTRA, f"`{prog}`")
     from hf_roformer.training.finetune import DEFAULT_TOKEN_BUDGET, Batching, ModelOptions, Phases, fine_tune
 
-    training_args = training_arguments(args, passed_through, args._defaults, prog)
+    defaults = args._defaults
+    if args.task == "token-classification":
+        defaults = smoke_sized(args, defaults)
+    training_args = training_arguments(args, passed_through, defaults, prog)
     model_options = ModelOptions(
         model_name_or_path=args.model_name_or_path, tokenizer_name=args.tokenizer_name,
         max_seq_length=args.max_seq_length, pad_to_max_length=bool(args.pad_to_max_length),
