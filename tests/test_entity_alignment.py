@@ -8,7 +8,7 @@ import seqeval.metrics
 from transformers import AutoTokenizer
 
 import hf_roformer
-from hf_roformer.tokenization_hf_roformer import HfRoFormerTokenizer
+from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 from hf_roformer.training.entity_alignment import gather, plan_windows, predicted_spans, token_labels, tokenized
 from hf_roformer.training.entity_metrics import entity_scores, span_set_scores
 from hf_roformer.training.entity_tags import IOB2, Span, iob2_labels, spans_to_tags, tags_to_spans

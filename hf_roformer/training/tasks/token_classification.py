@@ -15,7 +15,7 @@ import datasets
 import numpy as np
 from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification
 
-from ...global_pointer_hf_roformer import HfRoFormerForGlobalPointer, decoded_span_tensor
+from ...remote_code.global_pointer_hf_roformer import HfRoFormerForGlobalPointer, decoded_span_tensor
 from ...utils.errors import DataError, UsageError
 from ..entity_alignment import (
     Paragraph,
