@@ -93,7 +93,8 @@ def run(label: str, model: str, files: dict, work: Path, extra=()) -> dict:
         "--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
         "--test_file", str(files["test"]), "--output_dir", str(output), "--disable_tqdm", "true", *extra,
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "HF_HUB_OFFLINE": "1"}
     log = work / f"{label}.log"
     load_before = os.getloadavg()
     start = time.perf_counter()
