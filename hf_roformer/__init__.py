@@ -27,6 +27,7 @@ from .integrations.export import export_onnx, export_program
 from .integrations.roformer_checkpoints import routes_roformer_checkpoints, use_for_roformer_checkpoints
 from .pretrained import pretrained_checkpoint
 from .remote_code.configuration_hf_roformer import HfRoFormerConfig
+from .remote_code.global_pointer_hf_roformer import HfRoFormerForGlobalPointer
 from .remote_code.linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
 from .remote_code.modeling_hf_roformer import (
     HfRoFormerForCausalLM,
@@ -63,6 +64,7 @@ __all__ = [
     "AUTO_MODEL_CLASSES",
     "HfRoFormerConfig",
     "HfRoFormerForCausalLM",
+    "HfRoFormerForGlobalPointer",
     "HfRoFormerForMaskedLM",
     "HfRoFormerForMultipleChoice",
     "HfRoFormerForQuestionAnswering",

@@ -106,6 +106,8 @@ def print_all_trainer_options(prog: str) -> None:
 def training_arguments(args: argparse.Namespace, passed_through: list[str], defaults: dict, prog: str):
     """`TrainingArguments` from the declared options (`args`), this command's `defaults` and the other options given
     (`passed_through`, parsed by transformers' `HfArgumentParser`). Mistakes raise `UsageError` naming the option."""
+    import dataclasses
+
     import torch
     from transformers import HfArgumentParser, TrainingArguments
 
@@ -116,7 +118,9 @@ def training_arguments(args: argparse.Namespace, passed_through: list[str], defa
             raise UsageError(f"{message} (`{prog} --help_all` lists every option)")
 
     declared = {name: getattr(args, name) for name, _, _ in COMMON_OPTIONS if getattr(args, name) is not None}
-    values = {**defaults, "output_dir": args.output_dir, **declared}
+    fields = {field.name for field in dataclasses.fields(TrainingArguments)}
+    trainer_defaults = {name: value for name, value in defaults.items() if name in fields}  # not the model's options
+    values = {**trainer_defaults, "output_dir": args.output_dir, **declared}
     given_elsewhere = {argument.split("=")[0].lstrip("-").replace("-", "_") for argument in passed_through}
     on_cpu = values.get("use_cpu") or not torch.accelerator.is_available()
     if on_cpu and "dataloader_pin_memory" not in given_elsewhere:

@@ -119,8 +119,9 @@ def test_unknown_command_and_task_get_one_line_with_a_suggestion(capsys):
     assert cli_failure(capsys, ["frobnicate"], status=2).startswith("error: argument COMMAND: invalid choice: ")
     assert cli_failure(capsys, ["finetune", "text-clasification"], status=2) == (
         "error: argument TASK: invalid choice: 'text-clasification' (choose from 'glue', 'text-classification', "
-        "'cail2019-scm', 'question-answering', 'multiple-choice', 'sentence-embedding'); did you mean "
-        "'text-classification'? (`hf-roformer finetune --help` lists the options)\n"
+        "'cail2019-scm', 'token-classification', 'question-answering', 'multiple-choice', "
+        "'sentence-embedding'); did you mean 'text-classification'? (`hf-roformer finetune --help` lists the "
+        "options)\n"
     )
 
 

@@ -125,7 +125,7 @@ def test_every_help_answers_at_once_in_the_base_install(base_environment, tmp_pa
 def test_every_command_works_or_names_its_extra_in_the_base_install(base_environment, tmp_path):
     files = tiny_files(tmp_path)
     training = (
-        '{} needs the `training` extra (missing: accelerate, datasets, scikit-learn, scipy, jieba): '
+        '{} needs the `training` extra (missing: accelerate, datasets, scikit-learn, scipy, jieba, seqeval): '
         'pip install "hf_roformer[training]"'
     )
     stops = {

@@ -189,12 +189,14 @@ def test_remote_code_imports_only_transformers_its_requirements_and_siblings():
 
 
 def test_every_remote_code_file_travels_with_a_saved_model_or_tokenizer(tmp_path):
-    """The folder is exactly the closure transformers copies: a model's and a tokenizer's files together."""
+    """The folder is exactly the closure transformers copies: the files of a model (with each head that has a module
+    of its own) and a tokenizer together."""
     from conftest import tiny_config
 
     import hf_roformer
 
     hf_roformer.HfRoFormerForMaskedLM(tiny_config()).save_pretrained(tmp_path / "model")
+    hf_roformer.HfRoFormerForGlobalPointer(tiny_config()).save_pretrained(tmp_path / "global_pointer")  # its own file
     vocab = ROOT / "tests" / "fixtures" / "char_vocab.txt"
     hf_roformer.HfRoFormerTokenizer(str(vocab)).save_pretrained(tmp_path / "tokenizer")
     copied = {path.name for path in tmp_path.glob("*/*.py")}

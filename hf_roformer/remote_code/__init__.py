@@ -14,5 +14,6 @@ By job: `configuration` (the config), `modeling` (the base model and the heads t
 `saving` (auto_map, card metadata, files written on save), `batch_plan` (layout of a batch: masks, rotation,
 unpadding), `input_checks`, `rotary`, `rotary_kernels`, `rope_scaling`, `blockwise_attention`, `linear_attention`,
 `padding_free`, `releases` (differences between transformers releases, other libraries' private API),
-`model_card`, `sentence_transformers`; the tokenizer's `tokenization`, `encoding` and `text_rules`.
+`model_card`, `sentence_transformers`, `global_pointer` (the GlobalPointer head, with a module of its own); the
+tokenizer's `tokenization`, `encoding` and `text_rules`.
 """

@@ -314,6 +314,7 @@ def fine_tune(
         data_collator=task.inputs.collator(tokenizer),
         compute_metrics=task.metrics_for(first_evaluation),
         compute_loss_func=task.loss,
+        preprocess_logits_for_metrics=task.preprocess_logits,
     )
     metrics: dict[str, float] = {}
     written = train_phase(run, trainer, len(encoded["train"]), checkpoint, finished_training) if phases.train else []

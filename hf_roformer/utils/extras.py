@@ -14,6 +14,7 @@ EXTRAS = {
         ("sklearn", "scikit-learn"),
         ("scipy", "scipy"),
         ("jieba", "jieba"),
+        ("seqeval", "seqeval"),
     ),
     "demo": (
         ("accelerate", "accelerate"),

@@ -71,6 +71,9 @@ class Task:
     card_note: Callable[[dict[str, float]], str] | None = None  # a paragraph for the card, from the final metrics
     sources: dict[str, object] = field(default_factory=dict)  # description -> path the data were read from
     notes: list[str] = field(default_factory=list)  # what the run summary says about the data as read
+    # What evaluation keeps of the model's outputs, when they are too large to keep whole (the Trainer's
+    # `preprocess_logits_for_metrics`: outputs, labels -> kept); None keeps them.
+    preprocess_logits: Callable | None = None
 
 
 @dataclass(frozen=True)
