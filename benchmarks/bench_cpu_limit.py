@@ -10,13 +10,13 @@ Rows (random weights, dropout 0, no downloads):
 - Inference at 32 x 128, 8 x 512 and 4 x 2,048: hf_roformer and transformers' `BertModel` (`attn_implementation=
   "sdpa"`) in fp32 and bf16 (`model.to(torch.bfloat16)`), hf_roformer in int8 (`torch.ao.quantization.
   quantize_dynamic`), and hf_roformer exported with `hf_roformer.export_onnx` and run by ONNX Runtime in fp32 and
-  after its dynamic int8 quantization; both PyTorch models under `torch.compile` too, at 8 x 512.
+  after its dynamic int8 quantization; both PyTorch models in bf16 under `torch.compile` too, at 8 x 512.
 - Training at 8 x 512: forward, backward and an AdamW step under bf16 autocast (fp32 weights).
 
 Every row reports tokens/s, model FLOP/s (per token 2 x the encoder's weights plus 4 x length x hidden per layer;
 training 3 x that) and its share of the same precision's 2048^3 GEMM peak, and the peak resident memory during the
-call. The models' rounds are interleaved (each round runs every row once) and each row keeps its best round, so a
-neighbour's load hits all rows alike; the load average is recorded. A profile of one forward per model (bf16,
+call. The rounds are interleaved (each round runs every row once, the GEMM peak rows included) and each row keeps its
+best round, so a neighbour's load hits all rows alike; the load average is recorded. A profile of one forward per model (bf16,
 8 x 512) says where a layer's time goes. -> results/cpu_limit.{json,md} (`--quick`: results/cpu_limit_quick.*)
 """
 
@@ -65,33 +65,21 @@ def cpu_flags() -> list[str]:
     return []
 
 
-def best_seconds(function: Callable[[], object], repeats: int = 3) -> float:
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def gemm_peaks(quick: bool, flags: list[str]) -> dict:
-    """GFLOP/s of square 2048^3 and of the encoder's feed-forward shape, per precision."""
+def gemm_calls(quick: bool, flags: list[str]) -> dict[str, tuple[str, float, Callable[[], object]]]:
+    """Name -> (precision, FLOPs, call) of the peak rows: `torch.mm` of square 2048 matrices and of the encoder's
+    feed-forward shape, per precision; int8 (`torch._int_mm`, and a dynamically quantized `nn.Linear`) where the CPU
+    has int8 dot-product instructions."""
     shapes = [(512, 512, 512), (512, 128, 512)] if quick else [(2048, 2048, 2048), (4096, 768, 3072)]
-    peaks = {}
-
-    def gflops(m, k, n, function):
-        return 2 * m * k * n / best_seconds(function) / 1e9
-
-    for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+    calls = {}
+    for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         for m, k, n in shapes:
             a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
-            peaks[f"{dtype_name} {m}x{k}x{n}"] = gflops(m, k, n, lambda a=a, b=b: torch.mm(a, b))
+            calls[f"GEMM {precision} {m}x{k}x{n}"] = (precision, 2 * m * k * n, lambda a=a, b=b: torch.mm(a, b))
     if any(flag in flags for flag in ("avx512_vnni", "avx_vnni", "amx_int8")):
         for m, k, n in shapes:
             a = torch.randint(-128, 127, (m, k), dtype=torch.int8)
             b = torch.randint(-128, 127, (k, n), dtype=torch.int8)
-            peaks[f"int8 {m}x{k}x{n}"] = gflops(m, k, n, lambda a=a, b=b: torch._int_mm(a, b))
+            calls[f"GEMM int8 {m}x{k}x{n}"] = ("int8", 2 * m * k * n, lambda a=a, b=b: torch._int_mm(a, b))
         m, k, n = shapes[1]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -99,9 +87,8 @@ def gemm_peaks(quick: bool, flags: list[str]) -> dict:
                 torch.nn.Sequential(torch.nn.Linear(k, n)), {torch.nn.Linear}, dtype=torch.qint8
             )
         x = torch.randn(m, k)
-        with torch.no_grad():
-            peaks[f"int8 dynamic linear {m}x{k}x{n}"] = gflops(m, k, n, lambda: linear(x))
-    return peaks, "{0}x{0}x{0}".format(shapes[0][0])
+        calls[f"int8 dynamic linear {m}x{k}x{n}"] = ("int8", 2 * m * k * n, lambda: linear(x))
+    return calls
 
 
 def build(kind: str, size: dict, max_length: int) -> torch.nn.Module:
@@ -211,8 +198,6 @@ def main() -> None:
     load_before = os.getloadavg()
     flags = cpu_flags()
     print("flags:", flags, "load:", load_before, flush=True)
-    peaks, square = gemm_peaks(args.quick, flags)
-    print({name: round(value) for name, value in peaks.items()}, flush=True)
 
     max_length = max(length for _, length in shapes)
     models = {kind: build(kind, size, max_length) for kind in ("hf_roformer", "bert_sdpa")}
@@ -225,6 +210,10 @@ def main() -> None:
     batches = {shape: inputs(*shape) for shape in shapes}
 
     rows: dict[str, dict] = {}  # name -> {"call", "tokens", "flops", "precision", ...}
+    gemms = gemm_calls(args.quick, flags)
+    for name, (precision, flops, call) in gemms.items():
+        rows[name] = {"precision": precision, "shape": name.split()[-1], "call": call, "tokens": None,
+                      "flops": flops, "training": False, "times": []}  # fmt: skip
 
     def add(name, precision, shape, call, training=False):
         tokens = shape[0] * shape[1]
@@ -253,7 +242,7 @@ def main() -> None:
             add(f"onnxruntime int8 {shape[0]}x{shape[1]}", "int8", shape, onnx_call(sessions["int8"], batches[shape]))
     if not args.no_compile:
         for kind in models:
-            for precision, model in (("fp32", models[kind]), ("bf16", bf16[kind])):
+            for precision, model in (("bf16", bf16[kind]),):  # the precision of the targets (a compile takes minutes)
                 compiled = torch.compile(model)
                 name = f"{kind} {precision} compiled {focus[0]}x{focus[1]}"
                 add(name, precision, focus, no_grad(compiled, batches[focus]))
@@ -262,7 +251,8 @@ def main() -> None:
         add(f"{kind} bf16-autocast training {focus[0]}x{focus[1]}", "bf16", focus,
             training_step(trained, batches[focus]), training=True)  # fmt: skip
 
-    # Warm-up (compilation, ONNX Runtime's first run, allocator) with the peak memory of each row's call.
+    # Warm-up (compilation, ONNX Runtime's first run, allocator) with the peak memory of each row's call; the GEMM rows
+    # run in every round too, so the peak and the models see the same neighbours.
     for name, row in rows.items():
         start = time.perf_counter()
         baseline = benchlib.reset_peak_memory(torch.device("cpu"))
@@ -282,9 +272,13 @@ def main() -> None:
         profiles[kind] = profile_forward(bf16[kind], batches[focus], size["num_hidden_layers"])
     load_after = os.getloadavg()
 
-    peak_by_precision = {"fp32": peaks[f"fp32 {square}"], "bf16": peaks[f"bf16 {square}"]}
-    if f"int8 {square}" in peaks:
-        peak_by_precision["int8"] = peaks[f"int8 {square}"]
+    peaks = {}
+    for name in gemms:
+        row = rows.pop(name)
+        peaks[name] = row["flops"] / min(row["times"]) / 1e9
+    square = next(iter(gemms)).split()[-1]
+    peak_by_precision = {precision: peaks[f"GEMM {precision} {square}"] for precision in ("fp32", "bf16", "int8")
+                         if f"GEMM {precision} {square}" in peaks}  # fmt: skip
     results = {}
     for name, row in rows.items():
         seconds = min(row["times"])

@@ -112,7 +112,8 @@ class HfRoFormerAttentionBase(nn.Module):
             return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
         weight = torch.cat([projection.weight for projection in projections])
         bias = None if self.query.bias is None else torch.cat([projection.bias for projection in projections])
-        return nn.functional.linear(hidden_states, weight, bias).split(self.query.out_features, dim=-1)
+        sizes = [projection.weight.shape[0] for projection in projections]  # a rank's share under tensor parallelism
+        return nn.functional.linear(hidden_states, weight, bias).split(sizes, dim=-1)
 
     def split_heads(self, projection: nn.Linear, states: torch.Tensor) -> torch.Tensor:
         """Project `(batch, seq, hidden)` states and split them into heads: `(batch, heads, seq, head_dim)`."""
