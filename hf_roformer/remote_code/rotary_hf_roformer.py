@@ -215,9 +215,10 @@ class TokenRotation:
         """Split `(batch, seq, heads * head_dim)` projections into heads and rotate them: `(batch, heads, seq,
         head_dim)` each, as `rotate` of the split heads gives.
 
-        On the eager float32 path (CPU) and in recorded graphs the rotation runs on the projections' own layout, with
-        fewer operators than splitting first; eagerly in place when `in_place` and no gradient is recorded: no new
-        tensor per rotation (on CPU a fresh large tensor costs page faults), and the projection's memory is reused.
+        On the eager path (CPU, every precision) and in recorded graphs the rotation runs on the projections' own
+        layout, with fewer operators than splitting first; eagerly in place when `in_place` and no gradient is
+        recorded: no new tensor per rotation (on CPU a fresh large tensor costs page faults), and the projection's
+        memory is reused.
         """
         if self.traced and not self.uses_kernel:
             # As eager, on the projections' layout: heads stay views of `(batch, seq, heads, d)` memory, so attention
@@ -227,12 +228,22 @@ class TokenRotation:
             return [_rotate_pairs(states, cos, sin).transpose(1, 2) for states in heads]
         first = projections[0]
         rotation = self.complex_tokens
-        if rotation is None or first.dtype != torch.float32 or rotation.shape[0] > first.shape[0]:
+        if rotation is None or rotation.shape[0] > first.shape[0]:
             heads = [projection.unflatten(-1, (-1, head_dim)).transpose(1, 2) for projection in projections]
             return self.rotate(*heads, in_place=in_place)
         pairs = (*first.shape[:-1], -1, head_dim // 2, 2)
         heads = (*first.shape[:-1], -1, head_dim)
-        if in_place and not (torch.is_grad_enabled() and any(projection.requires_grad for projection in projections)):
+        in_place = in_place and not (torch.is_grad_enabled() and any(p.requires_grad for p in projections))
+        if first.dtype != torch.float32:
+            # No complex half-precision type on CPU: the product runs on a float32 copy (the precision of the
+            # reference), written back into the projection when in place.
+            rotated = [torch.view_as_complex(states.view(pairs).float()).mul_(rotation) for states in projections]
+            if in_place:
+                for projection, product in zip(projections, rotated, strict=True):
+                    projection.view(pairs).copy_(torch.view_as_real(product))
+                return [projection.view(heads).transpose(1, 2) for projection in projections]
+            return [torch.view_as_real(product).to(first.dtype).view(heads).transpose(1, 2) for product in rotated]
+        if in_place:
             for projection in projections:
                 torch.view_as_complex(projection.view(pairs)).mul_(rotation)
             return [projection.view(heads).transpose(1, 2) for projection in projections]
