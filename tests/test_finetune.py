@@ -223,7 +223,8 @@ def test_unknown_glue_task_is_refused_with_the_list(tmp_path, capsys):
     with pytest.raises(SystemExit):
         hf_roformer_cli.main(["finetune", "sst2-foo", *argv])
     assert capsys.readouterr().err.startswith(
-        "error: argument TASK: invalid choice: 'sst2-foo' (choose from 'glue', 'text-classification', 'cail2019-scm')"
+        "error: argument TASK: invalid choice: 'sst2-foo' (choose from 'glue', 'text-classification', 'cail2019-scm', "
+        "'token-classification', 'question-answering', 'multiple-choice', 'sentence-embedding')"
     )
     assert not (tmp_path / "o").exists()
 

@@ -25,7 +25,6 @@ from .linear_attention_hf_roformer import (
     linear_attention_features,
 )
 from .padding_free_hf_roformer import varlen_attention_forward
-from .releases_hf_roformer import called_as_plain_linears
 from .rope_scaling_hf_roformer import rope_attention_factor
 from .rotary_hf_roformer import PerQueryRotation, per_query_rotary_attention, rotate_interleaved
 
@@ -101,19 +100,11 @@ class HfRoFormerAttentionBase(nn.Module):
         self.layer_idx = layer_idx
 
     def project_query_key_value(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The query, key and value projections of `(batch, seq, hidden)` states, each `(batch, seq, hidden)`.
-
-        One matrix multiply with the three weights concatenated (per forward: the parameters stay three, under their
-        checkpoint names, and gradients reach each) where the three are bare `nn.Linear` layers: the input is read
-        once and the larger product runs closer to the CPU's peak. Otherwise (LoRA adapters, quantized or
-        tensor-parallel layers, offloading hooks) each module is called, as its owner expects."""
-        projections = (self.query, self.key, self.value)
-        if not called_as_plain_linears(projections) or len({projection.bias is None for projection in projections}) > 1:
-            return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
-        weight = torch.cat([projection.weight for projection in projections])
-        bias = None if self.query.bias is None else torch.cat([projection.bias for projection in projections])
-        sizes = [projection.weight.shape[0] for projection in projections]  # a rank's share under tensor parallelism
-        return nn.functional.linear(hidden_states, weight, bias).split(sizes, dim=-1)
+        """The query, key and value projections of `(batch, seq, hidden)` states, each `(batch, seq, hidden)`: each
+        module called, as LoRA adapters, quantized or tensor-parallel layers and offloading hooks expect. (One product
+        of the three weights concatenated per forward gained nothing consistent on CPU, 0.91-1.07x of this:
+        benchmarks/bench_fused_projection.py.)"""
+        return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
 
     def split_heads(self, projection: nn.Linear, states: torch.Tensor) -> torch.Tensor:
         """Project `(batch, seq, hidden)` states and split them into heads: `(batch, heads, seq, head_dim)`."""
@@ -144,10 +135,7 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         attention when attention dropout on CPU would send SDPA to its math path (batch x heads x L x L probabilities
         and dropout mask kept per layer)."""
         rotation, cache = plan.rotation, self_attention_cache(cache)
-        if cache is None:
-            query, key, value = self.project_query_key_value(hidden_states)
-        else:  # a cache would keep the whole fused projection alive (queries too) through the keys and values it holds
-            query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
+        query, key, value = self.project_query_key_value(hidden_states)
         if isinstance(rotation, PerQueryRotation) and rotation.key_cos is None:
             heads = (*hidden_states.shape[:-1], -1, self.head_dim)
             query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))

@@ -123,21 +123,6 @@ def is_view_of_another_tensor(tensor: torch.Tensor) -> bool:
     return tensor._base is not None
 
 
-def called_as_plain_linears(modules) -> bool:
-    """Whether each module is a bare `nn.Linear` whose parameters are plain tensors and which no hook watches, so
-    that a matrix multiply with its weight computes what calling it does: not LoRA or quantized layers (other classes,
-    or tensor-subclass weights), tensor-parallel shards (DTensor weights, hooks) nor offloaded layers (accelerate's
-    hooks bring their weights). `Module._forward_hooks` / `_forward_pre_hooks` (every torch release; the public
-    API registers hooks but cannot list them)."""
-    return all(
-        type(module) is torch.nn.Linear
-        and not module._forward_hooks
-        and not module._forward_pre_hooks
-        and all(type(parameter) is torch.nn.Parameter for parameter in module.parameters(recurse=False))
-        for module in modules
-    )
-
-
 def softmax_into(scores: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension written into `out`, which may be `scores` itself: `aten._softmax.out` (torch
     2.6 and newer; `torch.softmax` has no `out` argument)."""
