@@ -69,7 +69,7 @@ class GlobalPointerClass:
     @staticmethod
     def from_config(config, trust_remote_code: bool = False):
         """A GlobalPointer model of `config` with random weights."""
-        return HfRoFormerForGlobalPointer._from_config(config)
+        return HfRoFormerForGlobalPointer(config)
 
 
 def entity_head(kind: str, entity_types: list[str]) -> Head:
@@ -94,8 +94,9 @@ class EntityInputs:
 
     def __init__(self, head: str, types: list[str], label_ids: dict[str, int], label_all_tokens: bool):
         self.head, self.types, self.label_ids, self.label_all_tokens = head, types, label_ids, label_all_tokens
-        self.encodings: dict[str, tuple[list[Paragraph], list[Window]]] = {}
-        self.training_data: str | None = None  # the fingerprint of the training split, tokenized apart at entity edges
+        # Each split's paragraphs and windows, by the split's identity (the task's `raw` keeps every split alive).
+        self.encodings: dict[int, tuple[list[Paragraph], list[Window]]] = {}
+        self.training_data: datasets.Dataset | None = None  # the training split, tokenized apart at entity edges
 
     def check(self, tokenizer, max_length: int, raw: datasets.DatasetDict) -> None:
         """A window holds at least one token besides the special tokens."""
@@ -104,7 +105,7 @@ class EntityInputs:
 
     def encode(self, data: datasets.Dataset, tokenizer, max_length: int, pad_to_max_length: bool) -> datasets.Dataset:
         """The windows of every paragraph with their labels; `truncated` is always False (nothing is cut)."""
-        training = data._fingerprint == self.training_data
+        training = data is self.training_data
         labels = data["label"] if training else [[] for _ in range(len(data))]
         paragraphs = [
             tokenized(tokenizer, text, [tuple(unit) for unit in units], {edge for s, e, _ in label for edge in (s, e)})
@@ -115,7 +116,7 @@ class EntityInputs:
             for index, paragraph in enumerate(paragraphs)
             for window in plan_windows(index, len(paragraph.ids), max_length - 2)
         ]
-        self.encodings[data._fingerprint] = (paragraphs, windows)
+        self.encodings[id(data)] = (paragraphs, windows)
         labelled = "label" in data.column_names
         rows: dict[str, list] = {"input_ids": [], "attention_mask": [], "token_type_ids": [], "truncated": []}
         if labelled:
@@ -220,12 +221,12 @@ def token_classification_task_data(files: EntityFiles, limits: SampleLimits) -> 
     raw = limited(datasets.DatasetDict({split: paragraphs_of(f, types) for split, f in read.items()}), ["test"], limits)
     head = entity_head(files.head, types)
     inputs = EntityInputs(files.head, types, head.config["label2id"], files.label_all_tokens)
-    inputs.training_data = raw["train"]._fingerprint
+    inputs.training_data = raw["train"]
     nested = files.head == GLOBAL_POINTER
 
     def file_spans(split: str, outputs) -> list[list[Span]]:
         """The predicted entities of each sentence of a split, as spans of the file's tokens."""
-        paragraphs, windows = inputs.encodings[raw[split]._fingerprint]
+        paragraphs, windows = inputs.encodings[id(raw[split])]
         sentences = read[split].sentences[: len(raw[split])]
         if nested:
             found = window_predictions(paragraphs, windows, outputs, types)
