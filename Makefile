@@ -39,7 +39,7 @@ lint: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	@$(VENV)/bin/python -c "import torch, transformers; print(f'testing on transformers {transformers.__version__}, torch {torch.__version__}')"
-	$(VENV)/bin/python -m pytest -q $(if $(MARKERS),-m "$(MARKERS)")
+	$(VENV)/bin/python -m pytest -q --durations=25 $(if $(MARKERS),-m "$(MARKERS)")
 
 # The same suite on the oldest supported transformers release, less the `user_path` tests (the README's install and
 # the documented commands as written, which resolve to the newest release; the code they run is tested here too).
