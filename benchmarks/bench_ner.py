@@ -22,10 +22,8 @@ benchmarks/results/ner_cpu.{json,md}.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
@@ -93,17 +91,9 @@ def run(label: str, model: str, files: dict, work: Path, extra=()) -> dict:
         "--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
         "--test_file", str(files["test"]), "--output_dir", str(output), "--disable_tqdm", "true", *extra,
     ]  # fmt: skip
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "HF_HUB_OFFLINE": "1"}
     log = work / f"{label}.log"
     load_before = os.getloadavg()
-    start = time.perf_counter()
-    with open(log, "w") as handle:
-        process = subprocess.Popen(command, cwd=work, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)  # the child's own resource usage: its peak resident set
-    seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{label} failed:\n{log.read_text()[-3000:]}")
+    seconds, usage = benchlib.run_command(command, work, log, label)
     test = json.loads((output / "test_results.json").read_text())
     evaluation = json.loads((output / "eval_results.json").read_text())
     state = json.loads((output / "trainer_state.json").read_text())

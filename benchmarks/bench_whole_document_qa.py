@@ -16,10 +16,8 @@ Results: benchmarks/results/whole_document_qa_cpu.{json,md}.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
@@ -43,15 +41,8 @@ def run(label: str, files: dict, work: Path, steps: int, batch: int, learning_ra
         "--per_device_eval_batch_size", str(batch), "--learning_rate", learning_rate, "--save_strategy", "no",
         "--eval_strategy", "no", "--doc_stride", "128", "--disable_tqdm", "true", *extra,
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     log = work / f"{output.name}.log"
-    start = time.perf_counter()
-    with open(log, "w") as handle:
-        process = subprocess.Popen(command, cwd=work, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)  # the child's own resource usage: its peak resident set
-    seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{label} failed:\n{log.read_text()[-3000:]}")
+    seconds, usage = benchlib.run_command(command, work, log, label)
     results = json.loads((output / "all_results.json").read_text())
     windows = [line for line in log.read_text().splitlines() if line.startswith("examples:")]
     row = {

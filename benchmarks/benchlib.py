@@ -3,8 +3,11 @@
 import datetime
 import gc
 import json
+import os
 import platform
+import resource
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -147,3 +150,20 @@ def markdown_table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def run_command(command: list[str], cwd: Path, log: Path, label: str) -> tuple[float, resource.struct_rusage]:
+    """Run `command` (a documented `hf-roformer` command, say) in a fresh process, with this checkout first on
+    `PYTHONPATH` and the Hub offline, its output in `log`: the wall seconds and the child's own resource usage (peak
+    resident set, CPU time). A failed run raises `RuntimeError` with the end of its log."""
+    inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    paths = [str(Path(__file__).resolve().parents[1]), *inherited]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "HF_HUB_OFFLINE": "1"}
+    start = time.perf_counter()
+    with open(log, "w") as handle:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)  # the child's own resource usage, not this process's
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{label} failed:\n{log.read_text()[-3000:]}")
+    return seconds, usage
