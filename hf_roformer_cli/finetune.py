@@ -234,10 +234,12 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
         group.add_argument(*option("dataset_config_name"), help="its configuration (default: the task)")
         group.add_argument(*option("dataset_dir"), help="a `datasets.save_to_disk` directory")
     elif task == "text-classification":
-        group.add_argument(*option("train_file"), required=True,
-                           help="training examples (.csv, .tsv, .json or .jsonl); it defines the labels")  # fmt: skip
-        group.add_argument(*option("validation_file"), required=True, help="evaluation examples, with labels")
-        group.add_argument(*option("test_file"), help="examples to predict (labels optional)")
+        add_split_files(
+            group,
+            "training examples (.csv, .tsv, .json or .jsonl); it defines the labels",
+            "evaluation examples, with labels",
+            "examples to predict (labels optional)",
+        )
         group.add_argument(*option("text_column_names"), metavar="A[,B]",
                            help="one or two text columns (default: sentence1,sentence2 / sentence / text)")  # fmt: skip
         group.add_argument(*option("label_column_name"), default="label", help="the label column (default: label)")
@@ -248,11 +250,12 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
             "numbers with a fractional part a score; floats that are all whole, such as 0.0/1.0, must be told)",
         )
     elif task == "token-classification":
-        group.add_argument(*option("train_file"), required=True,
-                           help="training sentences (CoNLL columns, JSON lines or CLUENER JSON); it defines the "
-                           "entity types")  # fmt: skip
-        group.add_argument(*option("validation_file"), required=True, help="evaluation sentences, with entities")
-        group.add_argument(*option("test_file"), help="sentences to predict (entities optional)")
+        add_split_files(
+            group,
+            "training sentences (CoNLL columns, JSON lines or CLUENER JSON); it defines the entity types",
+            "evaluation sentences, with entities",
+            "sentences to predict (entities optional)",
+        )
         group.add_argument(*option("text_column_name"), help="JSON lines: the token list's key (default: tokens)")
         group.add_argument(*option("label_column_name"), help="JSON lines: the tag list's key (default: ner_tags)")
         add_flag(group, "label_all_tokens", "label every word piece of a word, not only its first")
@@ -261,12 +264,12 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
                            help="softmax: one IOB2 label per token; global_pointer: scored spans, nested entities "
                            "(default: softmax)")  # fmt: skip
     elif task == "question-answering":
-        group.add_argument(
-            *option("train_file"), required=True,
-            help="training questions: SQuAD-format JSON or JSON lines (id, context, question, answers)",
-        )  # fmt: skip
-        group.add_argument(*option("validation_file"), required=True, help="evaluation questions, with answers")
-        group.add_argument(*option("test_file"), help="questions to answer (answers optional)")
+        add_split_files(
+            group,
+            "training questions: SQuAD-format JSON or JSON lines (id, context, question, answers)",
+            "evaluation questions, with answers",
+            "questions to answer (answers optional)",
+        )
         group.add_argument(
             *option("language"), required=True, choices=("zh", "en"),
             help="the data's language, which picks the metrics: zh (CMRC2018) or en (SQuAD)",
@@ -289,24 +292,24 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
             help="answer nothing when the null score beats the best span by more (default: 0.0)",
         )  # fmt: skip
     elif task == "multiple-choice":
-        group.add_argument(
-            *option("train_file"), required=True,
-            help="training questions: C3's JSON, or run_swag.py's columns (sent1, sent2, ending0.., label) in .csv "
-            "or JSON lines",
-        )  # fmt: skip
-        group.add_argument(*option("validation_file"), required=True, help="evaluation questions, with answers")
-        group.add_argument(*option("test_file"), help="questions to answer (answers optional)")
+        add_split_files(
+            group,
+            "training questions: C3's JSON, or run_swag.py's columns (sent1, sent2, ending0.., label) in .csv or "
+            "JSON lines",
+            "evaluation questions, with answers",
+            "questions to answer (answers optional)",
+        )
     elif task == "sentence-embedding":
         group.add_argument(
             *option("model_name_or_path"), "--model", required=True, metavar="MODEL",
             help="checkpoint directory (a RoFormer-Sim keeps its pooler), Hub id, or shipped:roformer-zh-char-small",
         )  # fmt: skip
-        group.add_argument(
-            *option("train_file"), required=True,
-            help="training pairs: TSV (text_a, text_b[, label]; or STS-B's with a header) or JSON lines",
-        )  # fmt: skip
-        group.add_argument(*option("validation_file"), required=True, help="held-out pairs with labels or scores")
-        group.add_argument(*option("test_file"), help="more pairs with scores, scored after training")
+        add_split_files(
+            group,
+            "training pairs: TSV (text_a, text_b[, label]; or STS-B's with a header) or JSON lines",
+            "held-out pairs with labels or scores",
+            "more pairs with scores, scored after training",
+        )
         group.add_argument(
             *option("loss"), choices=("cosent", "in-batch-negatives"),
             help="cosent for labelled pairs, in-batch-negatives for pairs without labels (default: what the file is)",
@@ -322,6 +325,13 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
     else:
         group.add_argument(*option("data_dir"), required=True,
                            help="directory holding train.json, valid.json and (optionally) test.json")  # fmt: skip
+
+
+def add_split_files(group, train: str, validation: str, test: str) -> None:
+    """`--train_file` and `--validation_file` (required) and `--test_file` (optional), each with what it holds."""
+    group.add_argument(*option("train_file"), required=True, help=train)
+    group.add_argument(*option("validation_file"), required=True, help=validation)
+    group.add_argument(*option("test_file"), help=test)
 
 
 def rope_parameters(text: str | None) -> dict | None:
