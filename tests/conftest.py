@@ -45,6 +45,17 @@ def tiny_reference_config(**overrides) -> transformers.RoFormerConfig:
     return transformers.RoFormerConfig(**{**TINY, **overrides})
 
 
+def save_tiny_chinese_checkpoint(path, **overrides):
+    """A seeded tiny `HfRoFormerModel` (hidden 32, 2 layers, feed-forward 64, dropout off) with the shipped checkpoint's
+    Chinese character tokenizer, saved in `path`: what the fine-tuning tests of the tasks start from."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(hf_roformer.pretrained_checkpoint()))
+    torch.manual_seed(0)
+    config = tiny_config(vocab_size=tokenizer.vocab_size, intermediate_size=64, **overrides)
+    hf_roformer.HfRoFormerModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 @pytest.fixture
 def batch():
     """Two sequences of length 9 with mixed segment ids; the second is right-padded after 6 tokens."""

@@ -10,6 +10,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
+from conftest import save_tiny_chinese_checkpoint
 from transformers import AutoTokenizer
 
 import hf_roformer
@@ -121,16 +122,7 @@ def test_a_question_scores_the_same_whatever_the_number_of_stand_in_choices():
 
 @pytest.fixture(scope="module")
 def tiny_chinese_checkpoint(tmp_path_factory):
-    path = tmp_path_factory.mktemp("mc_checkpoint")
-    tokenizer = AutoTokenizer.from_pretrained(str(hf_roformer.pretrained_checkpoint()))
-    torch.manual_seed(0)
-    config = hf_roformer.HfRoFormerConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
-    hf_roformer.HfRoFormerModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_chinese_checkpoint(tmp_path_factory.mktemp("mc_checkpoint"))
 
 
 def test_run_with_unequal_choice_counts_writes_predictions(tiny_chinese_checkpoint, tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import save_tiny_chinese_checkpoint
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 import hf_roformer
@@ -183,17 +184,9 @@ def test_squad_formulas_on_fixed_cases():
 
 
 @pytest.fixture(scope="module")
-def tiny_qa_checkpoint(tmp_path_factory, char_tokenizer):
+def tiny_qa_checkpoint(tmp_path_factory):
     """A tiny random RoFormer with the shipped Chinese char-level tokenizer."""
-    path = tmp_path_factory.mktemp("qa_checkpoint")
-    torch.manual_seed(0)
-    config = hf_roformer.HfRoFormerConfig(
-        vocab_size=char_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
-    hf_roformer.HfRoFormerModel(config).save_pretrained(path)
-    char_tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_chinese_checkpoint(tmp_path_factory.mktemp("qa_checkpoint"))
 
 
 def write_squad(path: Path, rows: list[dict]) -> Path:

@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from conftest import save_tiny_chinese_checkpoint
 from transformers import AutoTokenizer
 
 import hf_roformer
@@ -69,16 +70,7 @@ def test_bad_pairs_name_file_and_line(rows, message, tmp_path):
 
 
 def tiny_checkpoint(path, pooler_activation=None):
-    tokenizer = AutoTokenizer.from_pretrained(str(hf_roformer.pretrained_checkpoint()))
-    torch.manual_seed(0)
-    config = hf_roformer.HfRoFormerConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        pooler_activation=pooler_activation,
-    )  # fmt: skip
-    hf_roformer.HfRoFormerModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_chinese_checkpoint(path, pooler_activation=pooler_activation)
 
 
 def train(checkpoint, train_file, validation_file, output, *extra):
