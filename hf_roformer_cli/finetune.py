@@ -211,7 +211,7 @@ def add_parser(commands) -> None:
             add_trainer_options(parser, defaults)
             parser.set_defaults(_run=run_sentence_embedding, _defaults=defaults)
             continue
-        add_model_options(parser, {"max_seq_length": MAX_SEQ_LENGTHS.get(name, 512)})
+        add_model_options(parser, {"max_seq_length": defaults.get("max_seq_length", MAX_SEQ_LENGTHS.get(name, 512))})
         add_batching_options(parser)
         add_sample_options(parser, "triplets" if name == "cail2019-scm" else "examples")
         add_trainer_options(parser, defaults)

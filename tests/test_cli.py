@@ -103,6 +103,16 @@ def test_help_describes_the_command_and_shows_true_defaults(capsys):
     from hf_roformer.training.finetune import DEFAULT_TOKEN_BUDGET
 
     assert f"0: whole batches (default: {DEFAULT_TOKEN_BUDGET})" in " ".join(text.split())
+@pytest.mark.parametrize(
+    ("task", "length"),
+    [("text-classification", 512), ("token-classification", 128), ("question-answering", 384)],
+)
+def test_each_task_gets_its_own_input_length_by_default(task, length):
+    """The named-entity task reads windows of 128 tokens and reading comprehension 384, as their pages say; the
+    classification tasks 512 (the paper's length)."""
+    required = ["--model", "m", "--output_dir", "o", "--train_file", "t", "--validation_file", "v", "--language", "zh"]
+    args, _ = hf_roformer_cli.build_parser().parse_known_args(["finetune", task, *required])
+    assert args.max_seq_length == length
 
 
 def test_options_take_underscores_and_dashes():
