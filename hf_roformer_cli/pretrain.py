@@ -13,7 +13,6 @@ PRETRAIN_DEFAULTS = dict(
     warmup_steps=0.06,
     weight_decay=0.01,
     lr_scheduler_type="linear",
-    logging_steps=50,
     eval_strategy="steps",
     eval_steps=200,
     save_strategy="steps",

@@ -2,6 +2,7 @@
 from a checkpoint exactly."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -221,3 +222,15 @@ def test_continuing_past_the_trained_length_says_so_once_and_saves_the_new_lengt
     ) in printed
     assert json.loads((output / "config.json").read_text())["max_position_embeddings"] == 64
     assert json.loads((output / "tokenizer_config.json").read_text())["model_max_length"] == 64
+
+
+def test_loss_lines_reach_a_pipe_in_a_short_run_without_logging_steps(tmp_path, capsys):
+    """Without --logging_steps, each stage logs its loss at every twentieth of its steps (every step of a 6-step
+    stage), as fine-tuning does; a fixed interval of 50 steps printed nothing in a short run."""
+    argv = SMOKE[: SMOKE.index("--logging_steps")] + SMOKE[SMOKE.index("--logging_steps") + 2 :]
+    hf_roformer_cli.main(["pretrain", "mlm", "--output_dir", str(tmp_path / "run"), *argv])
+    lines = capsys.readouterr().out.splitlines()
+    for steps in (6, 4):  # the two stages of SMOKE
+        loss_line = re.compile(rf"step \d/{steps} \(epoch [\d.]+\): loss \d\.\d{{4}}, .*")
+        logged = [line for line in lines if loss_line.fullmatch(line)]
+        assert len(logged) == steps, lines
