@@ -61,7 +61,7 @@ NER_DEFAULTS = dict(
     report_to="none",
 )
 # run_qa.py's README recipe (lr 3e-5, batch 12) and its default input length (384 tokens; windows overlap by 128).
-QA_DEFAULTS = dict(GLUE_DEFAULTS, learning_rate=3e-5, per_device_train_batch_size=12)
+QA_DEFAULTS = dict(GLUE_DEFAULTS, learning_rate=3e-5, per_device_train_batch_size=12, max_seq_length=384)
 # Sentence vectors: one epoch, learning rate 2e-5, batch 32; scored once at the end (Spearman's correlation).
 SENTENCE_DEFAULTS = dict(
     num_train_epochs=1.0,
@@ -71,7 +71,6 @@ SENTENCE_DEFAULTS = dict(
     save_strategy="epoch",
     report_to="none",
 )
-MAX_SEQ_LENGTHS = {"question-answering": 384}  # the other tasks: 512
 USAGE = {
     "glue": "--task_name TASK --model_name_or_path MODEL (--data_dir DIR | --train_file FILE --validation_file FILE | "
     "--dataset_dir DIR | --dataset_name NAME) --output_dir DIR [options]",
@@ -216,7 +215,7 @@ def add_parser(commands) -> None:
             add_trainer_options(parser, defaults)
             parser.set_defaults(_run=run_sentence_embedding, _defaults=defaults)
             continue
-        add_model_options(parser, {"max_seq_length": defaults.get("max_seq_length", MAX_SEQ_LENGTHS.get(name, 512))})
+        add_model_options(parser, defaults)  # --max_seq_length: the task's own default, else 512
         add_batching_options(parser)
         add_sample_options(parser, "triplets" if name == "cail2019-scm" else "examples")
         add_trainer_options(parser, defaults)

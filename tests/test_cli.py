@@ -103,6 +103,8 @@ def test_help_describes_the_command_and_shows_true_defaults(capsys):
     from hf_roformer.training.finetune import DEFAULT_TOKEN_BUDGET
 
     assert f"0: whole batches (default: {DEFAULT_TOKEN_BUDGET})" in " ".join(text.split())
+
+
 @pytest.mark.parametrize(
     ("task", "length"),
     [("text-classification", 512), ("token-classification", 128), ("question-answering", 384)],
