@@ -45,6 +45,19 @@ def tiny_reference_config(**overrides) -> transformers.RoFormerConfig:
     return transformers.RoFormerConfig(**{**TINY, **overrides})
 
 
+def optimizer_steps(loss_of_batch, optimizer: torch.optim.Optimizer, steps: int) -> list[float]:
+    """`steps` optimizer steps on the loss that `loss_of_batch()` computes (a fixed batch, a model in training mode):
+    the losses, first to last, for tests that check a model learns."""
+    losses = []
+    for _ in range(steps):
+        loss = loss_of_batch()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
 def save_tiny_chinese_checkpoint(path, **overrides):
     """A seeded tiny `HfRoFormerModel` (hidden 32, 2 layers, feed-forward 64, dropout off) with the shipped checkpoint's
     Chinese character tokenizer, saved in `path`: what the fine-tuning tests of the tasks start from."""

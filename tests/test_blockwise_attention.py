@@ -3,7 +3,7 @@ come from a seed and are the same in both passes, and training with it is exact 
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import optimizer_steps, tiny_config
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import hf_roformer
@@ -231,13 +231,7 @@ def test_model_trains_with_attention_dropout(batch):
     model = dropout_model().train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     torch.manual_seed(0)
-    losses = []
-    for _ in range(25):
-        loss = masked_lm_loss(model, batch)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        losses.append(loss.item())
+    losses = optimizer_steps(lambda: masked_lm_loss(model, batch), optimizer, 25)
     assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
 
 

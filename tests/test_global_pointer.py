@@ -4,7 +4,7 @@ through the Auto class with the package and through remote code without it."""
 import json
 
 import torch
-from conftest import run_without_the_package, tiny_config
+from conftest import optimizer_steps, run_without_the_package, tiny_config
 
 from hf_roformer import HfRoFormerForGlobalPointer
 from hf_roformer.remote_code.global_pointer_hf_roformer import decode_spans, decoded_span_tensor, span_targets
@@ -39,11 +39,7 @@ def test_a_tiny_nested_set_is_learned():
     model = HfRoFormerForGlobalPointer(tiny_config(num_labels=2))
     ids = torch.randint(5, 90, (2, 6))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(60):
-        loss = model(ids, labels=NESTED).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+    optimizer_steps(lambda: model(ids, labels=NESTED).loss, optimizer, 60)
     model.eval()
     with torch.no_grad():
         found = decode_spans(model(ids).logits)

@@ -3,7 +3,7 @@ saves, reloads and merges, on every head."""
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import optimizer_steps, tiny_config
 
 import hf_roformer
 
@@ -63,13 +63,7 @@ def test_lora_trains_saves_reloads_and_merges(tmp_path):
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     input_ids = torch.randint(1, 99, (8, 12), generator=torch.Generator().manual_seed(1))
     labels = torch.tensor([0, 1] * 4)
-    losses = []
-    for _ in range(10):
-        loss = model(input_ids=input_ids, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        losses.append(loss.item())
+    losses = optimizer_steps(lambda: model(input_ids=input_ids, labels=labels).loss, optimizer, 10)
     assert losses[-1] < 0.5 * losses[0]
     model.eval()
     with torch.no_grad():

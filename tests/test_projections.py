@@ -3,7 +3,7 @@ back exactly, and the default forward compiles without a graph break."""
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import optimizer_steps, tiny_config
 
 import hf_roformer
 
@@ -24,13 +24,7 @@ def test_lora_on_query_and_value_trains_through_its_adapters():
     batch = padded_batch()
     labels = torch.tensor([0, 1, 1])
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    losses = []
-    for _ in range(8):
-        loss = model(**batch, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        losses.append(loss.item())
+    losses = optimizer_steps(lambda: model(**batch, labels=labels).loss, optimizer, 8)
     assert losses[-1] < 0.5 * losses[0]
     model.eval()
     with torch.no_grad():

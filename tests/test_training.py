@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import optimizer_steps, tiny_config
 
 import hf_roformer
 
@@ -34,13 +34,7 @@ def test_model_trains():
     model = hf_roformer.HfRoFormerForMaskedLM(tiny_config()).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     input_ids = torch.randint(1, 99, (4, 16))
-    losses = []
-    for _ in range(20):
-        loss = model(input_ids, labels=input_ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        losses.append(loss.item())
+    losses = optimizer_steps(lambda: model(input_ids, labels=input_ids).loss, optimizer, 20)
     assert losses[-1] < 0.5 * losses[0]
 
 
