@@ -87,8 +87,9 @@ def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path)
     checkpoint = tiny_checkpoint(tmp_path / "base")
     train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(32, 0))
     validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(16, 1))
+    test_file = write_tsv(tmp_path / "test.tsv", labelled_pairs(12, 2))
     output = tmp_path / "out"
-    metrics = train(checkpoint, train_file, validation_file, output)
+    metrics = train(checkpoint, train_file, validation_file, output, "--test_file", str(test_file))  # every phase
     encoder = sentence_transformers.SentenceTransformer(str(output), device="cpu")
     texts = FIRST + SECOND
     vectors = encoder.encode(texts, convert_to_tensor=True)
@@ -107,6 +108,9 @@ def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path)
         texts, convert_to_tensor=True
     )
     assert not torch.allclose(base, vectors)  # it trained
+    assert json.loads((output / "test_results.json").read_text())["test_spearman_cosine"] == pytest.approx(
+        similarity(encoder, test_file), abs=1e-6
+    )
     assert json.loads((output / "finished.json").read_text())["metrics"] == metrics
     assert f"{metrics['eval_spearman_cosine']:.4f}" in (output / "README.md").read_text()  # the card holds it
 
@@ -188,17 +192,6 @@ def test_do_predict_scores_the_test_pairs_only(tmp_path):
     assert set(metrics) == set(written)
     names = {path.name for path in output.iterdir()}
     assert not names & {"eval_results.json", "model.safetensors", "README.md", "finished.json"}
-
-
-@pytest.mark.parametrize("task", ["sentence-embedding", "text-classification"])
-def test_do_predict_without_a_test_file_is_refused_before_anything_is_read(task, tmp_path):
-    output = tmp_path / "out"
-    argv = ["finetune", task, "--model", str(tmp_path / "none"), "--train_file", str(tmp_path / "train.tsv"),
-            "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(output), "--do_predict"]  # fmt: skip
-    with pytest.raises(UsageError) as error:
-        hf_roformer_cli.run(argv)
-    assert str(error.value) == "--do_predict cannot apply: no --test_file was given, so there is nothing to predict"
-    assert not output.exists()
 
 
 def similarity(encoder, pairs_file) -> float:
