@@ -12,6 +12,7 @@ import argparse
 from .parsing import HelpFormatter, add_flag, non_negative_int, option, positive_int
 from .trainer_options import (
     add_trainer_options,
+    check_phases_apply,
     print_all_trainer_options,
     requested_phases,
     run_arguments,
@@ -421,6 +422,7 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     if args.help_all:
         print_all_trainer_options(prog)
         return
+    check_phases_apply(args)
     require_extra(EXTRA, f"`{prog}`")
     from hf_roformer.training.finetune import DEFAULT_TOKEN_BUDGET, Batching, ModelOptions, Phases, fine_tune
 
@@ -467,6 +469,7 @@ def run_sentence_embedding(args: argparse.Namespace, passed_through: list[str]) 
     if args.help_all:
         print_all_trainer_options(prog)
         return {}
+    check_phases_apply(args)
     require_extra(EXTRA, f"`{prog}`")
     import importlib.util
 
@@ -474,6 +477,7 @@ def run_sentence_embedding(args: argparse.Namespace, passed_through: list[str]) 
 
     if importlib.util.find_spec("sentence_transformers") is None:
         raise MissingExtraError(f'`{prog}` needs sentence-transformers: pip install "sentence-transformers>=5.4"')
+    from hf_roformer.training.finetune import Phases
     from hf_roformer.training.sentence_embedding import SentenceEmbeddingOptions, train_sentence_embedding
 
     training_args = training_arguments(args, passed_through, args._defaults, prog)
@@ -484,6 +488,7 @@ def run_sentence_embedding(args: argparse.Namespace, passed_through: list[str]) 
     return train_sentence_embedding(
         options,
         training_args,
+        Phases(*requested_phases(args)),
         arguments=run_arguments(args, training_args),
         overwrite=bool(args.overwrite_output_dir),
     )

@@ -96,6 +96,16 @@ def requested_phases(args: argparse.Namespace) -> tuple[bool, bool, bool]:
     return tuple(bool(value) for value in given)
 
 
+def check_phases_apply(args: argparse.Namespace) -> None:
+    """Refuse `--do_predict` where the command line names nothing to predict: no `--test_file`, nor a directory or
+    dataset that may hold a test split (its task decides)."""
+    from hf_roformer.utils.errors import UsageError
+
+    sources = ("test_file", "data_dir", "dataset_name", "dataset_dir")
+    if getattr(args, "do_predict", None) and not any(getattr(args, name, None) for name in sources):
+        raise UsageError("--do_predict cannot apply: no --test_file was given, so there is nothing to predict")
+
+
 def print_all_trainer_options(prog: str) -> None:
     """Every `TrainingArguments` option with transformers' help and defaults (what `--help_all` prints)."""
     from transformers import HfArgumentParser, TrainingArguments
@@ -170,6 +180,7 @@ __all__ = [
     "COMMON_OPTIONS",
     "add_trainer_options",
     "check_device_options",
+    "check_phases_apply",
     "print_all_trainer_options",
     "requested_phases",
     "run_arguments",

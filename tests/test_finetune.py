@@ -17,6 +17,7 @@ import hf_roformer
 import hf_roformer_cli
 from hf_roformer.training.data import GLUE_TASKS, DataError
 from hf_roformer.training.metrics import glue_metrics, triplet_accuracy
+from hf_roformer.utils.errors import UsageError
 
 
 ASCII = [chr(code) for code in range(33, 127) if not chr(code).isupper()]
@@ -193,6 +194,32 @@ def test_phases_are_what_the_command_line_asks_for():
     assert phases("--do_eval") == (False, True, False)
     assert phases("--do-eval", "--do_predict", "true") == (False, True, True)
     assert phases("--do_train", "--do_eval", "false") == (True, False, False)
+
+
+@pytest.mark.parametrize("task", ["text-classification", "multiple-choice", "sentence-embedding"])
+def test_do_predict_without_a_test_file_is_refused_before_anything_is_read(task, tmp_path):
+    output = tmp_path / "out"
+    argv = ["finetune", task, "--model", str(tmp_path / "none"), "--train_file", str(tmp_path / "train.tsv"),
+            "--validation_file", str(tmp_path / "dev.tsv"), "--output_dir", str(output), "--do_predict"]  # fmt: skip
+    with pytest.raises(UsageError) as error:
+        hf_roformer_cli.run(argv)
+    assert str(error.value) == "--do_predict cannot apply: no --test_file was given, so there is nothing to predict"
+    assert not output.exists()
+
+
+def test_do_predict_is_left_to_the_task_where_a_directory_may_hold_a_test_split():
+    from hf_roformer_cli import build_parser
+    from hf_roformer_cli.trainer_options import check_phases_apply
+
+    def check(*argv):
+        args, _ = build_parser().parse_known_args(["finetune", *argv, "--model", "m", "--output_dir", "o"])
+        check_phases_apply(args)
+
+    check("glue", "--task_name", "sst2", "--data_dir", "d", "--do_predict")
+    check("cail2019-scm", "--data_dir", "d", "--do_predict")
+    check("text-classification", "--train_file", "t", "--validation_file", "v", "--do_predict", "false")
+    with pytest.raises(UsageError, match="--do_predict cannot apply"):
+        check("glue", "--task_name", "sst2", "--train_file", "t", "--validation_file", "v", "--do_predict")
 
 
 def test_evaluation_only_run_writes_results_and_no_card(tiny_checkpoint, tmp_path, capsys):

@@ -3,6 +3,7 @@ negatives through sentence-transformers' trainer, RoFormer-Sim's pooler kept, an
 `SentenceTransformer` and in the plain model."""
 
 import json
+import logging
 import random
 
 import pytest
@@ -86,8 +87,9 @@ def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path)
     checkpoint = tiny_checkpoint(tmp_path / "base")
     train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(32, 0))
     validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(16, 1))
+    test_file = write_tsv(tmp_path / "test.tsv", labelled_pairs(12, 2))
     output = tmp_path / "out"
-    metrics = train(checkpoint, train_file, validation_file, output)
+    metrics = train(checkpoint, train_file, validation_file, output, "--test_file", str(test_file))  # every phase
     encoder = sentence_transformers.SentenceTransformer(str(output), device="cpu")
     texts = FIRST + SECOND
     vectors = encoder.encode(texts, convert_to_tensor=True)
@@ -106,6 +108,9 @@ def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path)
         texts, convert_to_tensor=True
     )
     assert not torch.allclose(base, vectors)  # it trained
+    assert json.loads((output / "test_results.json").read_text())["test_spearman_cosine"] == pytest.approx(
+        similarity(encoder, test_file), abs=1e-6
+    )
     assert json.loads((output / "finished.json").read_text())["metrics"] == metrics
     assert f"{metrics['eval_spearman_cosine']:.4f}" in (output / "README.md").read_text()  # the card holds it
 
@@ -136,3 +141,63 @@ def test_a_loss_that_does_not_fit_the_file_is_refused_before_writing(tmp_path):
     with pytest.raises(UsageError, match="--loss cosent does not fit the training file, which has no labels"):
         train(checkpoint, train_file, validation_file, output, "--loss", "cosent")
     assert not output.exists()
+
+
+def test_evaluation_only_run_scores_the_given_model_as_it_is(tmp_path, caplog):
+    """`--do_eval` alone scores the model it is given (a RoFormer-Sim's own sentence vectors), writes only
+    `eval_results.json`, and leaves the model untouched."""
+    checkpoint = tiny_checkpoint(tmp_path / "sim", pooler_activation="linear")
+    weights = (checkpoint / "model.safetensors").read_bytes()
+    train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(32, 0))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(16, 1))
+    output = tmp_path / "evaluated"
+    caplog.set_level(logging.INFO, logger="hf_roformer")
+    metrics = train(checkpoint, train_file, validation_file, output, "--do_eval")
+    encoder = sentence_transformers.SentenceTransformer(str(checkpoint), device="cpu")
+    expected = similarity(encoder, validation_file)
+    written = json.loads((output / "eval_results.json").read_text())
+    assert written["eval_spearman_cosine"] == pytest.approx(expected, abs=1e-6)
+    assert metrics["eval_spearman_cosine"] == written["eval_spearman_cosine"]
+    assert (checkpoint / "model.safetensors").read_bytes() == weights
+    names = {path.name for path in output.iterdir()}
+    assert not names & {"model.safetensors", "modules.json", "README.md", "finished.json", "train_results.json"}
+    assert "test_results.json" not in names
+    assert "without training (--do_train not given)" in caplog.text
+
+
+def test_training_without_do_eval_writes_no_evaluation(tmp_path):
+    checkpoint = tiny_checkpoint(tmp_path / "base")
+    train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(16, 0))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(8, 1))
+    test_file = write_tsv(tmp_path / "test.tsv", labelled_pairs(8, 2))
+    output = tmp_path / "out"
+    metrics = train(checkpoint, train_file, validation_file, output, "--test_file", str(test_file), "--do_train")
+    assert metrics == {}
+    names = {path.name for path in output.iterdir()}
+    assert {"model.safetensors", "modules.json", "train_results.json", "finished.json"} <= names
+    assert not names & {"eval_results.json", "test_results.json"}
+    assert json.loads((output / "finished.json").read_text())["metrics"] == {}
+
+
+def test_do_predict_scores_the_test_pairs_only(tmp_path):
+    checkpoint = tiny_checkpoint(tmp_path / "sim", pooler_activation="linear")
+    train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(16, 0))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(8, 1))
+    test_file = write_tsv(tmp_path / "test.tsv", labelled_pairs(12, 2))
+    output = tmp_path / "predicted"
+    metrics = train(checkpoint, train_file, validation_file, output, "--test_file", str(test_file), "--do_predict")
+    encoder = sentence_transformers.SentenceTransformer(str(checkpoint), device="cpu")
+    written = json.loads((output / "test_results.json").read_text())
+    assert written["test_spearman_cosine"] == pytest.approx(similarity(encoder, test_file), abs=1e-6)
+    assert set(metrics) == set(written)
+    names = {path.name for path in output.iterdir()}
+    assert not names & {"eval_results.json", "model.safetensors", "README.md", "finished.json"}
+
+
+def similarity(encoder, pairs_file) -> float:
+    """Spearman's correlation of `encoder`'s cosine similarities on the scored pairs of `pairs_file`."""
+    pairs = read_sentence_pairs(pairs_file)
+    evaluator = sentence_transformers.sentence_transformer.evaluation.EmbeddingSimilarityEvaluator(
+        list(pairs["sentence1"]), list(pairs["sentence2"]), list(pairs["score"]), write_csv=False
+    )
+    return evaluator(encoder)["spearman_cosine"]

@@ -354,7 +354,7 @@ def fine_tune(
             finished = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
             run.finish(finished, [*WEIGHTS_AND_TOKENIZER, "README.md"])
     if run.main_process:
-        report_end(model_options, task, trainer, phases, trained, written)
+        report_end(model_options.model_name_or_path, task.description, trainer, phases, trained, written)
     if trained and training_args.push_to_hub:
         try:
             push_with_model_card(trainer, write_card)
@@ -432,14 +432,15 @@ def predict(run: TrainingRun, trainer, task: Task, encoded: dict, metrics: dict)
     return written
 
 
-def report_end(model_options: ModelOptions, task: Task, trainer, phases: Phases, trained: bool, written: list):
-    """The closing line: what happened and where everything went, and nothing that did not happen."""
+def report_end(model: str, description: str, trainer, phases: Phases, trained: bool, written: list):
+    """The closing line of a run of `model` on the data `description` names: what happened and where everything went,
+    and nothing that did not happen."""
     output_dir = trainer.args.output_dir
     files = ", ".join(written)
     if trained:
         logger.info(
-            f"fine-tuned {model_options.model_name_or_path} on {task.description} "
-            f"({counted(trainer.state.global_step, 'step')}); in {output_dir}/: {files}"
+            f"fine-tuned {model} on {description} ({counted(trainer.state.global_step, 'step')}); in {output_dir}/: "
+            f"{files}"
         )
     elif phases.train:
         logger.warning(f"no training step ran; no model card written to {output_dir}/")
@@ -448,9 +449,9 @@ def report_end(model_options: ModelOptions, task: Task, trainer, phases: Phases,
             name for name, wanted in (("evaluated", phases.evaluate), ("predicted", phases.predict)) if wanted
         )
         logger.info(
-            f"{done} {model_options.model_name_or_path} on {task.description} without training (--do_train not "
-            f"given); in {output_dir}/: {files}; no model card written"
+            f"{done} {model} on {description} without training (--do_train not given); in {output_dir}/: {files}; no "
+            "model card written"
         )
 
 
-__all__ = ["Batching", "ModelOptions", "Phases", "fine_tune"]
+__all__ = ["Batching", "ModelOptions", "Phases", "fine_tune", "report_end"]

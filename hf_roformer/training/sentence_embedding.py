@@ -11,6 +11,8 @@ command shares (`training_run.py`: output directory, record, Ctrl-C and resume, 
   pooling module (`pooling`, mean by default, as sentence-transformers pools a plain encoder).
 - The held-out split (the validation file, with scores) is scored by Spearman's correlation of cosine similarities
   (`EmbeddingSimilarityEvaluator`) after training, and a test file with scores likewise.
+- The phases are those of every fine-tuning task (`finetune.Phases`): training, the validation score, the test score;
+  all three unless some are named. Without training, the model is scored as it is given and nothing of it is written.
 
 The saved directory is a sentence-transformers model: `SentenceTransformer(output_dir)` loads it, with the same
 vectors.
@@ -25,6 +27,7 @@ from transformers import TrainingArguments
 
 from .. import __version__
 from ..utils.errors import DataError, UsageError
+from .finetune import Phases, report_end
 from .sentence_pairs import read_sentence_pairs
 from .tasks.base import first
 from .training_run import TrainingRun
@@ -109,18 +112,25 @@ def similarity_evaluator(pairs, name: str):
 
 
 def train_sentence_embedding(
-    options: SentenceEmbeddingOptions, training_args: TrainingArguments, *, arguments: dict, overwrite: bool = False
+    options: SentenceEmbeddingOptions,
+    training_args: TrainingArguments,
+    phases: Phases,
+    *,
+    arguments: dict,
+    overwrite: bool = False,
 ) -> dict[str, float]:
-    """Train as the module says and return the held-out metrics (`eval_spearman_cosine`, `test_spearman_cosine`)."""
+    """Run the `phases` the module describes (train, score the validation pairs, score the test pairs) and return the
+    held-out metrics (`eval_spearman_cosine`, `test_spearman_cosine`); without training, the model is scored as it is
+    given and nothing of it is written."""
     from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import CoSENTLoss, MultipleNegativesRankingLoss
 
     from ..pretrained import resolve_checkpoint
 
     run = TrainingRun.open("finetune sentence-embedding", arguments, training_args, options.paths(), overwrite)
-    if run.finished is not None:
+    if run.finished is not None and phases.train:
         return run.nothing_to_do()
-    checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint)
+    checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if phases.train else None
     splits = {"train": options.train_file, "validation": options.validation_file, "test": options.test_file}
     limits = {"train": options.max_train_samples, "validation": options.max_eval_samples}
     limits["test"] = options.max_predict_samples
@@ -140,9 +150,10 @@ def train_sentence_embedding(
     )
     loss = CoSENTLoss(encoder) if loss_name == "cosent" else MultipleNegativesRankingLoss(encoder)
     run.begin(__version__)
+    description = f"{Path(options.train_file).name} (sentence pairs, {loss_name} loss)"
     if run.main_process:
         counts = ", ".join(f"{len(data):,} {split}" for split, data in pairs.items())
-        logger.info(f"training sentence vectors from {options.model_name_or_path}: {counts} pairs, {loss_name} loss")
+        logger.info(f"sentence vectors of {options.model_name_or_path} on {description}: {counts} pairs")
         logger.info(f"encoder: {' -> '.join(type(module).__name__ for module in encoder)}")
     trainer = run.trainer(
         SentenceTransformerTrainer,
@@ -153,24 +164,39 @@ def train_sentence_embedding(
         loss=loss,
         evaluator=similarity_evaluator(pairs["validation"], "validation"),
     )
-    result = run.train(trainer, checkpoint)
-    # evaluated through the trainer before saving, so that the model card sentence-transformers writes holds it
-    evaluated = trainer.evaluate()
-    metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
-    metrics = {name: value for name, value in metrics.items() if not name.endswith(("_runtime", "_per_second"))}
-    run.save_model(trainer)
-    if "test" in pairs:
+    result = run.train(trainer, checkpoint) if phases.train else None
+    trained = phases.train and trainer.state.global_step > 0
+    metrics: dict[str, float] = {}
+    if phases.evaluate:  # through the trainer before saving, so that the card sentence-transformers writes holds it
+        evaluated = trainer.evaluate()
+        metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
+        metrics = {name: value for name, value in metrics.items() if not name.endswith(("_runtime", "_per_second"))}
+    written = []
+    if phases.train:
+        run.save_model(trainer)
+        with run.writing():
+            trainer.save_metrics("train", result.metrics)
+            trainer.save_state()
+        written += ["model", "tokenizer", "model card (README.md)", "train_results.json", "trainer_state.json"]
+    if phases.evaluate:
+        with run.writing():
+            trainer.save_metrics("eval", metrics)
+        written.append("eval_results.json")
+    if phases.predict and "test" in pairs:
         scores = similarity_evaluator(pairs["test"], "test")(encoder)
-        metrics.update({f"test_{name.removeprefix('test_')}": value for name, value in scores.items()})
-    with run.writing():
-        trainer.save_metrics("train", result.metrics)
-        trainer.save_metrics("eval", {name: value for name, value in metrics.items() if name.startswith("eval_")})
-        trainer.save_state()
-    if run.main_process:
+        test_metrics = {f"test_{name.removeprefix('test_')}": value for name, value in scores.items()}
+        with run.writing():
+            trainer.save_metrics("test", test_metrics)
+        metrics.update(test_metrics)
+        written.append("test_results.json")
+    if run.main_process and metrics:
         shown = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items() if "spearman_cosine" in name)
         logger.info(f"Spearman's correlation of cosine similarities: {shown}")
-    finished = {"command": run.command, "global_step": trainer.state.global_step, "metrics": metrics}
-    run.finish(finished, ["modules.json", "config.json", "model.safetensors", "README.md"])
+    if trained:
+        finished = {"command": run.command, "global_step": trainer.state.global_step, "metrics": metrics}
+        run.finish(finished, ["modules.json", "config.json", "model.safetensors", "README.md"])
+    if run.main_process:
+        report_end(options.model_name_or_path, description, trainer, phases, trained, written)
     return metrics
 
 
