@@ -139,7 +139,9 @@ class TrainingRun:
         end. A checkpoint past `max_steps` is refused: its model holds more training than this run asks for."""
         resuming = self.directory.start is RunStart.RESUME
         if resuming and holding_finished(self.output_dir, announce=self.main_process, name=TRAINED) is not None:
-            return FinishedTraining(self.output_dir, self.output_dir / TRAINER_STATE, True, max_steps)
+            return FinishedTraining(
+                self.output_dir, self.output_dir / TRAINER_STATE, outputs_whole=True, max_steps=max_steps
+            )
         if checkpoint is None:
             return None
         requested = checkpoint if self.args.resume_from_checkpoint is not None else None
@@ -153,7 +155,9 @@ class TrainingRun:
         final = finished_training_checkpoint(checkpoint, max_steps, self.args.load_best_model_at_end)
         if final is None:
             return None
-        return FinishedTraining(final, checkpoint / TRAINER_STATE, False, max_steps, requested)
+        return FinishedTraining(
+            final, checkpoint / TRAINER_STATE, outputs_whole=False, max_steps=max_steps, requested=requested
+        )
 
     def finish_training(self, record: dict, files: list[str]) -> None:
         """Write the training phase's marker (`trained.json`) vouching for `files` (its outputs in the output
