@@ -487,6 +487,47 @@ def test_ctrl_c_in_the_final_evaluation_says_training_is_done_and_the_rerun_trai
             scores[0]["eval_accuracy"])] * 2  # fmt: skip
 
 
+def test_resuming_a_new_output_directory_from_the_last_step_trains_no_step(ended_inside_an_epoch, tmp_path, capsys):
+    """--resume_from_checkpoint naming the checkpoint of a finished training's last step, with a new output directory:
+    one line saying so; no step is trained (transformers 5.24 would run a step 4 of 3), and the outputs are that
+    checkpoint's model and the scores of the run done in one go."""
+    command, whole = ended_inside_an_epoch
+    final, fresh = whole / "checkpoint-3", tmp_path / "fresh"
+    hf_roformer_cli.main([*command(fresh), "--resume_from_checkpoint", str(final)])
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        f"--resume_from_checkpoint {final}: the checkpoint holds the finished training (3 of 3 steps); evaluating "
+        f"and predicting with its model ({final}), without training again"
+    ) in lines, lines
+    assert not any(line.startswith("step ") for line in lines), lines
+    state = json.loads((fresh / "trainer_state.json").read_text())
+    assert (state["global_step"], state["max_steps"]) == (3, 3)
+    expected, actual = load_file(whole / "model.safetensors"), load_file(fresh / "model.safetensors")
+    for name, tensor in expected.items():
+        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
+    scores = [json.loads((output / "eval_results.json").read_text()) for output in (whole, fresh)]
+    assert scores[1]["eval_accuracy"] == scores[0]["eval_accuracy"]
+    assert (fresh / "finished.json").exists()
+
+
+def test_resuming_from_a_checkpoint_compares_its_step_with_this_runs_steps(ended_inside_an_epoch, tmp_path, capsys):
+    """A checkpoint at step 3 resumed by a run of 4 steps trains exactly step 4; by a run of 2 steps, it is refused
+    in one line naming it, before anything is written."""
+    command, whole = ended_inside_an_epoch
+    final, longer, shorter = whole / "checkpoint-3", tmp_path / "longer", tmp_path / "shorter"
+    hf_roformer_cli.main([*command(longer), "--max_steps", "4", "--resume_from_checkpoint", str(final)])
+    steps = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert steps == ["4/4"]
+    state = json.loads((longer / "trainer_state.json").read_text())
+    assert (state["global_step"], state["max_steps"]) == (4, 4)
+    argv = [*command(shorter), "--max_steps", "2", "--resume_from_checkpoint", str(final)]
+    assert cli_failure(capsys, argv) == (
+        f"error: --resume_from_checkpoint {final}: the checkpoint has trained 3 steps, more than the 2 of this run; "
+        "resume from an earlier checkpoint, or train for 3 steps or more\n"
+    )
+    assert not shorter.exists() or not any(shorter.iterdir())
+
+
 def test_progress_lines_reach_a_pipe_in_a_short_run_and_counts_read_right(checkpoint, glue, tmp_path):
     """Output to a pipe, no --logging_steps: a loss line for the run's only step (transformers logs every 500 steps by
     default: nothing in a short run); "1 step", "1 process", "1 label"."""

@@ -184,16 +184,21 @@ def holding_finished(directory: str | Path, announce: bool = True, name: str = F
     return None
 
 
-def finished_training_checkpoint(checkpoint: Path | None, load_best_model_at_end: bool) -> Path | None:
-    """The directory holding the final model of a training that reached its last step in `checkpoint` (its
-    `global_step` is its `max_steps`), in full weights `from_pretrained` reads: the checkpoint itself, or with
-    `load_best_model_at_end` the best one it names; None when training is not over there (or the weights are sharded
-    by an engine). Resuming the Trainer from such a checkpoint would run one step past the end when the last step falls
-    inside an epoch (transformers 5.24 skips the epoch's trained batches but not the stop)."""
+def trained_steps(checkpoint: Path) -> int:
+    """The optimizer steps the training saved in `checkpoint` had run (its `global_step`)."""
+    return int(json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8")).get("global_step", 0))
+
+
+def finished_training_checkpoint(checkpoint: Path | None, max_steps: int, load_best_model_at_end: bool) -> Path | None:
+    """The directory holding the final model of a training of `max_steps` steps that reached its last step in
+    `checkpoint` (its `global_step` is `max_steps`), in full weights `from_pretrained` reads: the checkpoint itself, or
+    with `load_best_model_at_end` the best one it names; None when training is not over there (or the weights are
+    sharded by an engine). Resuming the Trainer from such a checkpoint would run one step past the end when the last
+    step falls inside an epoch (transformers 5.24 skips the epoch's trained batches but not the stop)."""
     if checkpoint is None:
         return None
     state = json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8"))
-    if not state.get("max_steps") or state.get("global_step", 0) < state["max_steps"]:
+    if state.get("global_step", 0) < max_steps:
         return None
     final = checkpoint
     if load_best_model_at_end and state.get("best_model_checkpoint"):

@@ -9,10 +9,12 @@ model card.
    `overwrite_output_dir`; the same arguments resume an interrupted run or find it finished);
 3. the tokenizer is loaded and `max_seq_length` checked against its special tokens; an upload is checked against
    the Hub;
-4. the task's data are read and validated (`load_task`), and the model with the task's head is loaded;
-5. the run record is written, the examples are encoded, and a summary says what will happen; then the Trainer trains
-   (resuming from the last complete checkpoint), evaluates and predicts, and the model card and the finished marker
-   are written last. Ctrl-C raises `RunInterrupted`, which says where a rerun resumes.
+4. the task's data are read, validated (`load_task`) and encoded, and the model with the task's head is loaded: from
+   the resume point when that checkpoint already holds every step of the training, which then is not resumed (the
+   Trainer would run one step past the end), and a checkpoint past the end is refused;
+5. the run record is written, and a summary says what will happen; then the Trainer trains (resuming from the last
+   complete checkpoint, or the one `--resume_from_checkpoint` names), evaluates and predicts, and the model card and
+   the finished marker are written last. Ctrl-C raises `RunInterrupted`, which says where a rerun resumes.
 
 Messages go to the `hf_roformer` logger (INFO: what happens; WARNING: what needs attention), on the main process
 only; the command line prints them.
@@ -259,12 +261,6 @@ def fine_tune(
     if run.finished is not None and phases.train:
         return run.nothing_to_do()
     checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if phases.train else None
-    finished_training = run.finished_training(checkpoint) if phases.train else None
-    weights_source, load_options = model_source, model_options
-    if finished_training is not None:  # its model is loaded instead of the checkpoint's, and nothing resumes
-        checkpoint = None
-        weights_source = ModelSource(model_source.name, str(finished_training.model), True)
-        load_options = dataclasses.replace(model_options, from_scratch=False, ignore_mismatched_sizes=False)
 
     tokenizer_flag = "--model_name_or_path" if model_options.tokenizer_name is None else "--tokenizer_name"
     with transformers_warnings_off():
@@ -274,14 +270,22 @@ def fine_tune(
         check_hub_upload(token=training_args.hub_token)
     task = load_task()
     task.inputs.check(tokenizer, model_options.max_seq_length, task.raw)
+    encoded = {  # before the model: the training's length in steps decides whether its weights are a checkpoint's
+        split: task.inputs.encode(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
+        for split, data in task.raw.items()
+    }
+    finished_training = None
+    if phases.train:
+        finished_training = run.finished_training(checkpoint, planned_steps(training_args, len(encoded["train"]))[0])
+    weights_source, load_options = model_source, model_options
+    if finished_training is not None:  # its model is loaded instead of the checkpoint's, and nothing resumes
+        checkpoint = None
+        weights_source = ModelSource(model_source.name, str(finished_training.model), True)
+        load_options = dataclasses.replace(model_options, from_scratch=False, ignore_mismatched_sizes=False)
 
     start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
     model, info = load_model(weights_source, load_options, training_args.seed, task.head)
     run.begin(__version__)
-    encoded = {
-        split: task.inputs.encode(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
-        for split, data in task.raw.items()
-    }
     lengths = {split: input_lengths(data) for split, data in encoded.items()}
     every_length = [length for split_lengths in lengths.values() for length in split_lengths]
     longer = sum(length > model.config.max_position_embeddings for length in every_length)
@@ -317,7 +321,9 @@ def fine_tune(
         preprocess_logits_for_metrics=task.preprocess_logits,
     )
     metrics: dict[str, float] = {}
-    written = train_phase(run, trainer, len(encoded["train"]), checkpoint, finished_training) if phases.train else []
+    written = (
+        train_phase(run, trainer, len(encoded["train"]), checkpoint, finished_training, phases) if phases.train else []
+    )
     trained = phases.train and trainer.state.global_step > 0
     with run.after_training(trainer, written) if trained else contextlib.nullcontext():
         if phases.evaluate:
@@ -369,20 +375,23 @@ def fine_tune(
 
 
 def train_phase(
-    run: TrainingRun, trainer, train_examples: int, checkpoint: Path | None, finished: FinishedTraining | None
+    run: TrainingRun,
+    trainer,
+    train_examples: int,
+    checkpoint: Path | None,
+    finished: FinishedTraining | None,
+    phases: Phases,
 ) -> list[str]:
     """Train (from `checkpoint`, None: the start) and write the model, tokenizer, training metrics and state, then the
-    training marker (`trained.json`) vouching for them; or, when an earlier run of these arguments `finished` its
-    training (and stopped later), take its model and state without training a step. Returns the outputs, as the
-    closing line names them."""
+    training marker (`trained.json`) vouching for them; or, when the training is already `finished` (by an earlier run
+    of these arguments that stopped later, or in the checkpoint `--resume_from_checkpoint` names), take its model and
+    state without training a step. Returns the outputs, as the closing line names them."""
     outputs = ["model", "tokenizer", "train_results.json", "trainer_state.json"]
     if finished is not None:
         trainer.state = TrainerState.load_from_json(str(finished.state))
+        trainer.state.max_steps = finished.max_steps  # as the Trainer sets it when resuming
         if run.main_process:
-            logger.info(
-                f"training finished in an earlier run ({counted(trainer.state.global_step, 'step')}): evaluating and "
-                f"predicting with its model ({finished.model}), without training again"
-            )
+            logger.info(describe_finished_training(finished, trainer.state.global_step, phases))
         if finished.outputs_whole:
             return outputs
         outputs.remove("train_results.json")  # the final checkpoint holds no training metrics
@@ -400,6 +409,22 @@ def train_phase(
         record = {"command": run.command, "global_step": trainer.state.global_step}
         run.finish_training(record, [*WEIGHTS_AND_TOKENIZER, "train_results.json", "trainer_state.json"])
     return outputs
+
+
+def describe_finished_training(finished: FinishedTraining, steps: int, phases: Phases) -> str:
+    """The line saying that the training is already done, where, and what the run does with its model instead."""
+    if finished.requested is not None:
+        done = (
+            f"--resume_from_checkpoint {finished.requested}: the checkpoint holds the finished training "
+            f"({steps:,} of {finished.max_steps:,} steps);"
+        )
+    else:
+        done = f"training finished in an earlier run ({counted(steps, 'step')}):"
+    uses = " and ".join(
+        name for name, wanted in (("evaluating", phases.evaluate), ("predicting", phases.predict)) if wanted
+    )
+    instead = f"{uses} with its model" if uses else "saving its model"
+    return f"{done} {instead} ({finished.model}), without training again"
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

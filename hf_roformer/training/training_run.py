@@ -13,8 +13,9 @@ A command uses a `TrainingRun` in this order, so that a mistake stops it before 
 4. `trainer(...)` builds a Trainer that saves checkpoints the way a resumed run needs (after an epoch's evaluation),
    lists them in the record, prints progress as lines and applies FSDP or DeepSpeed as configured;
 5. `train(trainer)` resumes from the last complete checkpoint (`resume_point`) and turns Ctrl-C into
-   `RunInterrupted`, saying where a rerun resumes; a training that an interrupted earlier run finished is not resumed
-   (`finished_training`): its model is used as it is;
+   `RunInterrupted`, saying where a rerun resumes; a training that an interrupted earlier run finished, or whose last
+   step the checkpoint `--resume_from_checkpoint` names holds, is not resumed (`finished_training`): its model is used
+   as it is;
 6. `save_model(trainer)`, `writing()`, `write_card(...)` and `finish(...)` write the outputs, each listed in the record,
    the finished marker last; a pre-training stage has a marker of its own (`finished_stage`), and so has a finished
    training phase (`finish_training`, `trained.json`), after which Ctrl-C says what is complete (`after_training`).
@@ -40,6 +41,7 @@ from .checkpoints import (
     last_complete_checkpoint,
     resume_checkpoint,
     train_with_interruption,
+    trained_steps,
     write_finished,
 )
 from .distributed import prepare_distributed_training, save_full_model
@@ -53,14 +55,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class FinishedTraining:
-    """A training phase that an earlier run of the same arguments finished (stopped later, in its evaluation or
-    predictions): its final model is in `model` (a directory `from_pretrained` reads), the Trainer's state in `state`;
-    `outputs_whole` when the output directory already holds them all (its `trained.json` holds), else they come from
-    the final checkpoint and are to be written again."""
+    """A training phase of `max_steps` steps already done: by an earlier run of the same arguments (which stopped
+    later, in its evaluation or predictions), or up to its last step in the checkpoint `requested` with
+    `--resume_from_checkpoint`. Its final model is in `model` (a directory `from_pretrained` reads), the Trainer's state
+    in `state`; `outputs_whole` when the output directory already holds them all (its `trained.json` holds), else they
+    come from the final checkpoint and are to be written again."""
 
     model: Path
     state: Path
     outputs_whole: bool
+    max_steps: int
+    requested: Path | None = None
 
 
 class TrainingRun:
@@ -127,16 +132,32 @@ class TrainingRun:
             return None
         return last_complete_checkpoint(directory, world_size)
 
-    def finished_training(self, checkpoint: Path | None) -> FinishedTraining | None:
-        """The training an earlier, interrupted run of these arguments finished (None: train, from `checkpoint`, the
-        resume point): its outputs vouched for by `trained.json`, or its last step in `checkpoint`, where resuming
-        would train past the end."""
-        if self.directory.start is not RunStart.RESUME:
+    def finished_training(self, checkpoint: Path | None, max_steps: int) -> FinishedTraining | None:
+        """The training of `max_steps` steps already done (None: train, from `checkpoint`, the resume point): by an
+        earlier, interrupted run of these arguments, its outputs vouched for by `trained.json`; or up to its last step
+        in `checkpoint` (this run's, or the one `--resume_from_checkpoint` names), where resuming would train past the
+        end. A checkpoint past `max_steps` is refused: its model holds more training than this run asks for."""
+        resuming = self.directory.start is RunStart.RESUME
+        if resuming and holding_finished(self.output_dir, announce=self.main_process, name=TRAINED) is not None:
+            return FinishedTraining(
+                self.output_dir, self.output_dir / TRAINER_STATE, outputs_whole=True, max_steps=max_steps
+            )
+        if checkpoint is None:
             return None
-        if holding_finished(self.output_dir, announce=self.main_process, name=TRAINED) is not None:
-            return FinishedTraining(self.output_dir, self.output_dir / TRAINER_STATE, outputs_whole=True)
-        final = finished_training_checkpoint(checkpoint, self.args.load_best_model_at_end)
-        return FinishedTraining(final, checkpoint / TRAINER_STATE, outputs_whole=False) if final else None
+        requested = checkpoint if self.args.resume_from_checkpoint is not None else None
+        steps = trained_steps(checkpoint)
+        if steps > max_steps:
+            named = f"--resume_from_checkpoint {checkpoint}" if requested is not None else str(checkpoint)
+            raise UsageError(
+                f"{named}: the checkpoint has trained {steps} steps, more than the {max_steps} of this run; resume "
+                f"from an earlier checkpoint, or train for {steps} steps or more"
+            )
+        final = finished_training_checkpoint(checkpoint, max_steps, self.args.load_best_model_at_end)
+        if final is None:
+            return None
+        return FinishedTraining(
+            final, checkpoint / TRAINER_STATE, outputs_whole=False, max_steps=max_steps, requested=requested
+        )
 
     def finish_training(self, record: dict, files: list[str]) -> None:
         """Write the training phase's marker (`trained.json`) vouching for `files` (its outputs in the output
