@@ -8,7 +8,8 @@ import random
 
 import pytest
 import torch
-from conftest import save_tiny_chinese_checkpoint
+from conftest import cli_failure, save_tiny_chinese_checkpoint
+from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 import hf_roformer
@@ -74,13 +75,17 @@ def tiny_checkpoint(path, pooler_activation=None):
     return save_tiny_chinese_checkpoint(path, pooler_activation=pooler_activation)
 
 
-def train(checkpoint, train_file, validation_file, output, *extra):
-    return hf_roformer_cli.run([
+def command(checkpoint, train_file, validation_file, output, *extra) -> list[str]:
+    return [
         "finetune", "sentence-embedding", "--model", str(checkpoint), "--train_file", str(train_file),
         "--validation_file", str(validation_file), "--output_dir", str(output), "--max_seq_length", "32",
         "--per_device_train_batch_size", "8", "--learning_rate", "1e-3", "--use_cpu", "--disable_tqdm", "true",
         "--save_strategy", "no", *extra,
-    ])  # fmt: skip
+    ]  # fmt: skip
+
+
+def train(checkpoint, train_file, validation_file, output, *extra):
+    return hf_roformer_cli.run(command(checkpoint, train_file, validation_file, output, *extra))
 
 
 def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path):
@@ -192,6 +197,123 @@ def test_do_predict_scores_the_test_pairs_only(tmp_path):
     assert set(metrics) == set(written)
     names = {path.name for path in output.iterdir()}
     assert not names & {"eval_results.json", "model.safetensors", "README.md", "finished.json"}
+
+
+# -- reruns and resuming: the rules of every fine-tuning task --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ended_inside_an_epoch(tmp_path_factory):
+    """(the command of a run whose training ends inside an epoch, 3 steps of 4 (32 pairs in batches of 8), with a
+    checkpoint at its last step; that run's output directory, done in one go)."""
+    root = tmp_path_factory.mktemp("sentence-resume")
+    checkpoint = tiny_checkpoint(root / "base")
+    train_file = write_tsv(root / "train.tsv", labelled_pairs(32, 0))
+    validation_file = write_tsv(root / "dev.tsv", labelled_pairs(16, 1))
+    test_file = write_tsv(root / "test.tsv", labelled_pairs(12, 2))
+
+    def run_command(output, *extra):
+        return command(
+            checkpoint, train_file, validation_file, output, "--test_file", str(test_file), "--max_steps", "3",
+            "--save_strategy", "steps", "--save_steps", "3", *extra,
+        )  # fmt: skip
+
+    whole = root / "whole"
+    hf_roformer_cli.run(run_command(whole))
+    return run_command, whole
+
+
+def assert_same_model_and_scores(output, whole):
+    """`output` holds the model of the run done in one go, with its scores, finished at 3 of 3 steps."""
+    state = json.loads((output / "trainer_state.json").read_text())
+    assert (state["global_step"], state["max_steps"]) == (3, 3)
+    expected, actual = load_file(whole / "model.safetensors"), load_file(output / "model.safetensors")
+    assert expected.keys() == actual.keys()
+    for name, tensor in expected.items():
+        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
+    for results in ("eval_results.json", "test_results.json"):
+        scores = [json.loads((directory / results).read_text()) for directory in (whole, output)]
+        assert scores[1] == scores[0], results
+    assert json.loads((output / "finished.json").read_text())["global_step"] == 3
+
+
+def test_a_finished_run_is_not_redone(ended_inside_an_epoch, capsys):
+    run_command, whole = ended_inside_an_epoch
+    hf_roformer_cli.main(run_command(whole))
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        f"{whole} holds this run, finished, with the same arguments: nothing to do (--overwrite_output_dir runs it "
+        "again)"
+    ) in lines, lines
+    assert not any(line.startswith("step ") for line in lines), lines
+
+
+def test_resuming_a_new_output_directory_from_the_last_step_trains_no_step(ended_inside_an_epoch, tmp_path, capsys):
+    """--resume_from_checkpoint naming the checkpoint of a finished training's last step, with a new output directory:
+    the line every fine-tuning task says; no step is trained (the trainer would run a step 4 of 3), and the outputs
+    are that checkpoint's model and the scores of the run done in one go."""
+    run_command, whole = ended_inside_an_epoch
+    final, fresh = whole / "checkpoint-3", tmp_path / "fresh"
+    hf_roformer_cli.main(run_command(fresh, "--resume_from_checkpoint", str(final)))
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        f"--resume_from_checkpoint {final}: the checkpoint holds the finished training (3 of 3 steps); evaluating "
+        f"and predicting with its model ({final}), without training again"
+    ) in lines, lines
+    assert not any(line.startswith("step ") for line in lines), lines
+    assert_same_model_and_scores(fresh, whole)
+
+
+def test_resuming_from_a_checkpoint_compares_its_step_with_this_runs_steps(ended_inside_an_epoch, tmp_path, capsys):
+    """A checkpoint at step 3 resumed by a run of 4 steps trains exactly step 4; by a run of 2 steps, it is refused
+    in one line naming it, before anything is written."""
+    run_command, whole = ended_inside_an_epoch
+    final, longer, shorter = whole / "checkpoint-3", tmp_path / "longer", tmp_path / "shorter"
+    hf_roformer_cli.main(run_command(longer, "--max_steps", "4", "--resume_from_checkpoint", str(final)))
+    steps = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert steps == ["4/4"]
+    state = json.loads((longer / "trainer_state.json").read_text())
+    assert (state["global_step"], state["max_steps"]) == (4, 4)
+    argv = run_command(shorter, "--max_steps", "2", "--resume_from_checkpoint", str(final))
+    assert cli_failure(capsys, argv) == (
+        f"error: --resume_from_checkpoint {final}: the checkpoint has trained 3 steps, more than the 2 of this run; "
+        "resume from an earlier checkpoint, or train for 3 steps or more\n"
+    )
+    assert not shorter.exists() or not any(shorter.iterdir())
+
+
+@pytest.mark.parametrize("lost", [(), ("trained.json", "model.safetensors")], ids=["outputs-whole", "save-cut"])
+def test_ctrl_c_in_scoring_says_training_is_done_and_the_rerun_only_scores(
+    lost, ended_inside_an_epoch, tmp_path, capsys, monkeypatch
+):
+    """Ctrl-C while the validation pairs are scored: one line naming the complete outputs; the rerun trains no step
+    and ends with the uninterrupted run's model and scores, also when the stop came before the training outputs were
+    vouched for (then from the final checkpoint)."""
+    run_command, whole = ended_inside_an_epoch
+    interrupted = tmp_path / "interrupted"
+
+    def ctrl_c(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(sentence_transformers.SentenceTransformerTrainer, "evaluate", ctrl_c)
+        assert cli_failure(capsys, run_command(interrupted), status=130).splitlines()[-1] == (
+            f"interrupted after training finished (3 of 3 steps); complete in {interrupted}/: model, tokenizer, "
+            "train_results.json, trainer_state.json; run the same command again to do the rest with this model, "
+            "without training again"
+        )
+    assert not (interrupted / "finished.json").exists() and not (interrupted / "eval_results.json").exists()
+    for name in lost:
+        (interrupted / name).unlink()
+    hf_roformer_cli.main(run_command(interrupted))
+    lines = capsys.readouterr().out.splitlines()
+    source = interrupted / "checkpoint-3" if lost else interrupted
+    assert (
+        f"training finished in an earlier run (3 steps): evaluating and predicting with its model ({source}), "
+        "without training again"
+    ) in lines, lines
+    assert not any(line.startswith("step ") for line in lines), lines
+    assert_same_model_and_scores(interrupted, whole)
 
 
 def similarity(encoder, pairs_file) -> float:
