@@ -282,6 +282,28 @@ def test_resuming_from_a_checkpoint_compares_its_step_with_this_runs_steps(ended
     assert not shorter.exists() or not any(shorter.iterdir())
 
 
+def test_a_run_counted_in_epochs_finds_its_last_step_in_its_final_checkpoint(tmp_path, capsys):
+    """One epoch of 30 pairs in batches of 8 is 4 steps (the last batch short), as the trainer counts them: its final
+    checkpoint is the finished training, so resuming a new output directory from it trains no step."""
+    checkpoint = tiny_checkpoint(tmp_path / "base")
+    train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(30, 0))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(8, 1))
+
+    def run_command(output, *extra):
+        return command(checkpoint, train_file, validation_file, output, "--save_strategy", "epoch", *extra)
+
+    hf_roformer_cli.run(run_command(tmp_path / "whole"))
+    final, fresh = tmp_path / "whole" / "checkpoint-4", tmp_path / "fresh"
+    hf_roformer_cli.main(run_command(fresh, "--resume_from_checkpoint", str(final)))
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        f"--resume_from_checkpoint {final}: the checkpoint holds the finished training (4 of 4 steps); evaluating "
+        f"with its model ({final}), without training again"
+    ) in lines, lines
+    state = json.loads((fresh / "trainer_state.json").read_text())
+    assert (state["global_step"], state["max_steps"]) == (4, 4)
+
+
 @pytest.mark.parametrize("lost", [(), ("trained.json", "model.safetensors")], ids=["outputs-whole", "save-cut"])
 def test_ctrl_c_in_scoring_says_training_is_done_and_the_rerun_only_scores(
     lost, ended_inside_an_epoch, tmp_path, capsys, monkeypatch

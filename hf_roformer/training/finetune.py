@@ -381,11 +381,13 @@ def train_phase(
     checkpoint: Path | None,
     finished: FinishedTraining | None,
     phases: Phases,
+    model_files: tuple[str, ...] = WEIGHTS_AND_TOKENIZER,
 ) -> list[str]:
     """Train (from `checkpoint`, None: the start) and write the model, tokenizer, training metrics and state, then the
-    training marker (`trained.json`) vouching for them; or, when the training is already `finished` (by an earlier run
-    of these arguments that stopped later, or in the checkpoint `--resume_from_checkpoint` names), take its model and
-    state without training a step. Returns the outputs, as the closing line names them."""
+    training marker (`trained.json`) vouching for them and the saved `model_files`; or, when the training is already
+    `finished` (by an earlier run of these arguments that stopped later, or in the checkpoint `--resume_from_checkpoint`
+    names), take its model and state without training a step. Every fine-tuning task trains through it, so that all
+    rerun alike. Returns the outputs, as the closing line names them."""
     outputs = ["model", "tokenizer", "train_results.json", "trainer_state.json"]
     if finished is not None:
         trainer.state = TrainerState.load_from_json(str(finished.state))
@@ -407,7 +409,7 @@ def train_phase(
         trainer.save_state()
     if trainer.state.global_step > 0:
         record = {"command": run.command, "global_step": trainer.state.global_step}
-        run.finish_training(record, [*WEIGHTS_AND_TOKENIZER, "train_results.json", "trainer_state.json"])
+        run.finish_training(record, [*model_files, "train_results.json", "trainer_state.json"])
     return outputs
 
 
@@ -479,4 +481,13 @@ def report_end(model: str, description: str, trainer, phases: Phases, trained: b
         )
 
 
-__all__ = ["Batching", "ModelOptions", "Phases", "fine_tune", "report_end"]
+__all__ = [
+    "WEIGHTS_AND_TOKENIZER",
+    "Batching",
+    "ModelOptions",
+    "Phases",
+    "fine_tune",
+    "planned_steps",
+    "report_end",
+    "train_phase",
+]

@@ -13,12 +13,17 @@ command shares (`training_run.py`: output directory, record, Ctrl-C and resume, 
   (`EmbeddingSimilarityEvaluator`) after training, and a test file with scores likewise.
 - The phases are those of every fine-tuning task (`finetune.Phases`): training, the validation score, the test score;
   all three unless some are named. Without training, the model is scored as it is given and nothing of it is written.
+- Training, and running again, go through every fine-tuning task's `finetune.train_phase`: the model is saved and
+  vouched for (`trained.json`) before it is scored, so a rerun after a stop while scoring only scores; a checkpoint
+  at the training's last step is used as it is (resuming would train past the end), one past it is refused.
 
 The saved directory is a sentence-transformers model: `SentenceTransformer(output_dir)` loads it, with the same
 vectors.
 """
 
+import contextlib
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +32,7 @@ from transformers import TrainingArguments
 
 from .. import __version__
 from ..utils.errors import DataError, UsageError
-from .finetune import Phases, report_end
+from .finetune import WEIGHTS_AND_TOKENIZER, Phases, planned_steps, report_end, train_phase
 from .sentence_pairs import read_sentence_pairs
 from .tasks.base import first
 from .training_run import TrainingRun
@@ -37,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 LOSSES = ("cosent", "in-batch-negatives")
 POOLINGS = ("mean", "cls", "max")
+# What a saved sentence-transformers model's markers vouch for: its module list beside the transformer's own files.
+SENTENCE_MODEL_FILES = ("modules.json", *WEIGHTS_AND_TOKENIZER)
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,9 @@ def train_sentence_embedding(
 ) -> dict[str, float]:
     """Run the `phases` the module describes (train, score the validation pairs, score the test pairs) and return the
     held-out metrics (`eval_spearman_cosine`, `test_spearman_cosine`); without training, the model is scored as it is
-    given and nothing of it is written."""
+    given and nothing of it is written. Reruns and resuming follow the rules of every fine-tuning task (`train_phase`):
+    a training already finished (by an earlier run stopped while scoring, or in the checkpoint
+    `--resume_from_checkpoint` names) is not trained again, and a checkpoint past this run's steps is refused."""
     from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import CoSENTLoss, MultipleNegativesRankingLoss
 
@@ -141,13 +150,18 @@ def train_sentence_embedding(
     loss_name = chosen_loss(pairs["train"], options.loss)
     if options.pooling is not None and options.pooling not in POOLINGS:
         raise UsageError(f"--pooling must be one of {', '.join(POOLINGS)}, not {options.pooling!r}")
-
-    encoder = sentence_encoder(
-        resolve_checkpoint(options.model_name_or_path),
-        options.pooling,
-        options.max_seq_length,
-        "cpu" if training_args.use_cpu else None,
-    )
+    phases = dataclasses.replace(phases, predict=phases.predict and "test" in pairs)  # what the closing lines name
+    finished_training = None
+    if phases.train:  # the sampler's batches: `planned_steps` counts them as sentence-transformers' samplers do
+        finished_training = run.finished_training(checkpoint, planned_steps(training_args, len(pairs["train"]))[0])
+    device = "cpu" if training_args.use_cpu else None
+    if finished_training is None:
+        encoder = sentence_encoder(
+            resolve_checkpoint(options.model_name_or_path), options.pooling, options.max_seq_length, device
+        )
+    else:  # the trained sentence-transformers model, its modules as saved; nothing resumes
+        checkpoint = None
+        encoder = sentence_encoder(str(finished_training.model), None, options.max_seq_length, device)
     loss = CoSENTLoss(encoder) if loss_name == "cosent" else MultipleNegativesRankingLoss(encoder)
     run.begin(__version__)
     description = f"{Path(options.train_file).name} (sentence pairs, {loss_name} loss)"
@@ -164,40 +178,47 @@ def train_sentence_embedding(
         loss=loss,
         evaluator=similarity_evaluator(pairs["validation"], "validation"),
     )
-    result = run.train(trainer, checkpoint) if phases.train else None
-    trained = phases.train and trainer.state.global_step > 0
-    metrics: dict[str, float] = {}
-    if phases.evaluate:  # through the trainer before saving, so that the card sentence-transformers writes holds it
-        evaluated = trainer.evaluate()
-        metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
-        metrics = {name: value for name, value in metrics.items() if not name.endswith(("_runtime", "_per_second"))}
     written = []
     if phases.train:
-        run.save_model(trainer)
-        with run.writing():
-            trainer.save_metrics("train", result.metrics)
-            trainer.save_state()
-        written += ["model", "tokenizer", "model card (README.md)", "train_results.json", "trainer_state.json"]
-    if phases.evaluate:
-        with run.writing():
-            trainer.save_metrics("eval", metrics)
-        written.append("eval_results.json")
-    if phases.predict and "test" in pairs:
-        scores = similarity_evaluator(pairs["test"], "test")(encoder)
-        test_metrics = {f"test_{name.removeprefix('test_')}": value for name, value in scores.items()}
-        with run.writing():
-            trainer.save_metrics("test", test_metrics)
-        metrics.update(test_metrics)
-        written.append("test_results.json")
-    if run.main_process and metrics:
-        shown = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items() if "spearman_cosine" in name)
-        logger.info(f"Spearman's correlation of cosine similarities: {shown}")
-    if trained:
-        finished = {"command": run.command, "global_step": trainer.state.global_step, "metrics": metrics}
-        run.finish(finished, ["modules.json", "config.json", "model.safetensors", "README.md"])
+        written = train_phase(
+            run, trainer, len(pairs["train"]), checkpoint, finished_training, phases, SENTENCE_MODEL_FILES
+        )
+    trained = phases.train and trainer.state.global_step > 0
+    metrics: dict[str, float] = {}
+    with run.after_training(trainer, written) if trained else contextlib.nullcontext():
+        if phases.evaluate:
+            evaluated = trainer.evaluate()
+            metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
+            timings = ("_runtime", "_per_second", "_preparation_time")  # differ from run to run
+            metrics = {name: value for name, value in metrics.items() if not name.endswith(timings)}
+            with run.writing():
+                trainer.save_metrics("eval", metrics)
+            written.append("eval_results.json")
+        if phases.predict:
+            scores = similarity_evaluator(pairs["test"], "test")(encoder)
+            test_metrics = {f"test_{name.removeprefix('test_')}": value for name, value in scores.items()}
+            with run.writing():
+                trainer.save_metrics("test", test_metrics)
+            metrics.update(test_metrics)
+            written.append("test_results.json")
+        if run.main_process and metrics:
+            shown = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items() if "spearman_cosine" in name)
+            logger.info(f"Spearman's correlation of cosine similarities: {shown}")
+        if trained:  # sentence-transformers' card, written again now that it holds the scores
+            run.write_card(functools.partial(write_card, trainer))
+            written.append("model card (README.md)")
+            finished = {"command": run.command, "global_step": trainer.state.global_step, "metrics": metrics}
+            run.finish(finished, [*SENTENCE_MODEL_FILES, "README.md"])
     if run.main_process:
         report_end(options.model_name_or_path, description, trainer, phases, trained, written)
     return metrics
+
+
+def write_card(trainer) -> Path:
+    """sentence-transformers' model card of the trainer's model (with the scores it has seen) in its output directory;
+    returns its path."""
+    trainer.create_model_card()
+    return Path(trainer.args.output_dir) / "README.md"
 
 
 __all__ = ["LOSSES", "POOLINGS", "SentenceEmbeddingOptions", "train_sentence_embedding"]
