@@ -235,6 +235,8 @@ def assert_same_model_and_scores(output, whole):
         scores = [json.loads((directory / results).read_text()) for directory in (whole, output)]
         assert scores[1] == scores[0], results
     assert json.loads((output / "finished.json").read_text())["global_step"] == 3
+    score = json.loads((output / "eval_results.json").read_text())["eval_spearman_cosine"]
+    assert f"{score:.4f}" in (output / "README.md").read_text()  # the card holds it
 
 
 def test_a_finished_run_is_not_redone(ended_inside_an_epoch, capsys):
