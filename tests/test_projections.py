@@ -46,3 +46,31 @@ def test_compiled_forward_has_no_graph_break(dtype):
         explanation = torch._dynamo.explain(model)(**batch)
     assert explanation.graph_break_count == 0, explanation.break_reasons
     assert explanation.graph_count == 1
+
+
+def test_compiled_forward_computes_the_rotation_angles_once():
+    """Under torch.compile, cos/sin come from one call of `hf_roformer::rotation_cos_sin` shared by every layer (left
+    as plain operations, the compiler evaluated them in each layer's rotation kernel, per head), and the compiled
+    forward equals the eager one."""
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
+    assert model.config.num_hidden_layers > 1
+    batch = padded_batch()
+    graphs = []
+
+    def recording_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend=recording_backend, fullgraph=True)(**batch).last_hidden_state
+        eager = model(**batch).last_hidden_state
+    calls = [
+        node
+        for graph in graphs
+        for node in graph.graph.nodes
+        if node.op == "call_function" and "rotation_cos_sin" in str(node.target)
+    ]
+    assert len(calls) == 1
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)

@@ -139,10 +139,43 @@ def key_positions_with_cache(
 def rotation_cos_sin(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Float32 cos/sin of the angles `position * inv_freq`, multiplied in float64 (float32 on MPS).
 
-    `inv_freq` is `(d/2,)`, or carries leading dimensions broadcastable to `position_ids`.
+    `inv_freq` is `(d/2,)`, or carries leading dimensions broadcastable to `position_ids`. Under `torch.compile` they
+    are computed by an operator the compiler calls as it is (`_COMPILED_COS_SIN`): left to it, it inlines the float64
+    cos/sin into every layer's rotation kernel and evaluates them once per head and layer instead of once per forward
+    (measured at base size in bf16 on CPU: the compiled model slower than the eager one, 1,201 against 1,587 tokens/s
+    in benchmarks/results/cpu_limit.md).
     """
+    if torch.compiler.is_compiling() and not torch.compiler.is_exporting():
+        return _COMPILED_COS_SIN(position_ids, inv_freq)
+    return _cos_sin(position_ids, inv_freq)
+
+
+def _cos_sin(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     angles = position_ids[..., None].to(inv_freq.dtype) * inv_freq
     return angles.cos().float(), angles.sin().float()
+
+
+def _compiled_cos_sin_operator():
+    """`torch.ops.hf_roformer.rotation_cos_sin`, registered once per process (the package and a checkpoint's copy of
+    this file share it). Exported graphs (torch.export, ONNX) keep the plain operations instead: their consumers know
+    no operator of ours."""
+    namespace = torch.ops.hf_roformer
+    if hasattr(namespace, "rotation_cos_sin"):
+        return namespace.rotation_cos_sin
+
+    @torch.library.custom_op("hf_roformer::rotation_cos_sin", mutates_args=())
+    def compiled_cos_sin(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _cos_sin(position_ids, inv_freq)
+
+    @compiled_cos_sin.register_fake
+    def _(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = torch.broadcast_shapes((*position_ids.shape, 1), inv_freq.shape)
+        return position_ids.new_empty(shape, dtype=torch.float32), position_ids.new_empty(shape, dtype=torch.float32)
+
+    return namespace.rotation_cos_sin
+
+
+_COMPILED_COS_SIN = _compiled_cos_sin_operator()
 
 
 def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
