@@ -142,8 +142,7 @@ def rotation_cos_sin(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tupl
     `inv_freq` is `(d/2,)`, or carries leading dimensions broadcastable to `position_ids`. Under `torch.compile` they
     are computed by an operator the compiler calls as it is (`_COMPILED_COS_SIN`): left to it, it inlines the float64
     cos/sin into every layer's rotation kernel and evaluates them once per head and layer instead of once per forward
-    (measured at base size in bf16 on CPU: the compiled model slower than the eager one, 1,201 against 1,587 tokens/s
-    in benchmarks/results/cpu_limit.md).
+    (at base size in bf16 on CPU that made the compiled model 24% slower than the eager one; see docs/speed.md).
     """
     if torch.compiler.is_compiling() and not torch.compiler.is_exporting():
         return _COMPILED_COS_SIN(position_ids, inv_freq)
