@@ -4,6 +4,7 @@ import contextlib
 import math
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -164,6 +165,18 @@ def cli_failure(capsys, argv: list[str], status: int = 1) -> str:
         hf_roformer_cli.main(argv)
     assert stopped.value.code == status, capsys.readouterr()
     return capsys.readouterr().err
+
+
+def assert_same_saved_weights(expected_directory, actual_directory) -> None:
+    """The `model.safetensors` of both directories hold the same tensors, bit for bit (a resumed or rerun training
+    against the run done in one go)."""
+    from safetensors.torch import load_file
+
+    expected = load_file(Path(expected_directory) / "model.safetensors")
+    actual = load_file(Path(actual_directory) / "model.safetensors")
+    assert expected.keys() == actual.keys()
+    for name, tensor in expected.items():
+        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
 
 
 @contextlib.contextmanager

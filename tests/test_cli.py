@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from conftest import cli_failure
+from conftest import assert_same_saved_weights, cli_failure
 from safetensors.torch import load_file
 from test_finetune import ASCII, make_glue
 
@@ -446,6 +446,18 @@ def ended_inside_an_epoch(checkpoint, glue, tmp_path_factory):
     return command, whole
 
 
+def assert_same_model_and_scores(output, whole):
+    """`output` holds the model of the run done in one go (`whole`), with its validation scores, finished at 3 of 3
+    steps."""
+    state = json.loads((output / "trainer_state.json").read_text())
+    assert (state["global_step"], state["max_steps"]) == (3, 3)
+    assert_same_saved_weights(whole, output)
+    scores = [json.loads((directory / "eval_results.json").read_text()) for directory in (whole, output)]
+    assert [(score["eval_loss"], score["eval_accuracy"]) for score in scores] == [(scores[0]["eval_loss"],
+            scores[0]["eval_accuracy"])] * 2  # fmt: skip
+    assert (output / "finished.json").exists()
+
+
 @pytest.mark.parametrize("lost", [(), ("trained.json", "model.safetensors")], ids=["outputs-whole", "save-cut"])
 def test_ctrl_c_in_the_final_evaluation_says_training_is_done_and_the_rerun_trains_no_step(
     lost, ended_inside_an_epoch, tmp_path, capsys, monkeypatch
@@ -476,15 +488,8 @@ def test_ctrl_c_in_the_final_evaluation_says_training_is_done_and_the_rerun_trai
     assert f"training finished in an earlier run (3 steps): evaluating and predicting with its model ({source})" in (
         printed
     )
-    assert "step 4/3" not in printed and (interrupted / "finished.json").exists()
-    state = json.loads((interrupted / "trainer_state.json").read_text())
-    assert (state["global_step"], state["max_steps"]) == (3, 3)
-    expected, actual = load_file(whole / "model.safetensors"), load_file(interrupted / "model.safetensors")
-    for name, tensor in expected.items():
-        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
-    scores = [json.loads((output / "eval_results.json").read_text()) for output in (whole, interrupted)]
-    assert [(score["eval_loss"], score["eval_accuracy"]) for score in scores] == [(scores[0]["eval_loss"],
-            scores[0]["eval_accuracy"])] * 2  # fmt: skip
+    assert "step 4/3" not in printed
+    assert_same_model_and_scores(interrupted, whole)
 
 
 def test_resuming_a_new_output_directory_from_the_last_step_trains_no_step(ended_inside_an_epoch, tmp_path, capsys):
@@ -500,14 +505,7 @@ def test_resuming_a_new_output_directory_from_the_last_step_trains_no_step(ended
         f"and predicting with its model ({final}), without training again"
     ) in lines, lines
     assert not any(line.startswith("step ") for line in lines), lines
-    state = json.loads((fresh / "trainer_state.json").read_text())
-    assert (state["global_step"], state["max_steps"]) == (3, 3)
-    expected, actual = load_file(whole / "model.safetensors"), load_file(fresh / "model.safetensors")
-    for name, tensor in expected.items():
-        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
-    scores = [json.loads((output / "eval_results.json").read_text()) for output in (whole, fresh)]
-    assert scores[1]["eval_accuracy"] == scores[0]["eval_accuracy"]
-    assert (fresh / "finished.json").exists()
+    assert_same_model_and_scores(fresh, whole)
 
 
 def test_resuming_from_a_checkpoint_compares_its_step_with_this_runs_steps(ended_inside_an_epoch, tmp_path, capsys):

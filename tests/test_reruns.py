@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import one_thread
-from safetensors.torch import load_file
+from conftest import assert_same_saved_weights, one_thread
 from test_finetune import tiny_checkpoint  # noqa: F401 (a fixture)
 from test_fsdp import corpus, pretrain_arguments  # noqa: F401 (a fixture)
 
@@ -154,10 +153,7 @@ def test_a_stage_whose_outputs_are_damaged_is_redone(stage, damage, corpus, fini
     assert f"warning: {directory / 'finished.json'} no longer holds (final/" in captured.err
     assert captured.err.count("no longer holds") == 2  # the stage's marker and the run's
     assert f"stage {stage + 1}: " in captured.out and f"resuming from {directory / 'checkpoint-4'}" in captured.out
-    expected, actual = load_file(finished_pretraining / "model.safetensors"), load_file(output / "model.safetensors")
-    assert expected.keys() == actual.keys()
-    for name, tensor in expected.items():
-        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
+    assert_same_saved_weights(finished_pretraining, output)
     for marker in (Path("finished.json"), directory.relative_to(output) / "finished.json"):
         expected, actual = (json.loads((run / marker).read_text())["metrics"] for run in (finished_pretraining, output))
         assert (actual["eval_loss"], actual["eval_accuracy"]) == (expected["eval_loss"], expected["eval_accuracy"])

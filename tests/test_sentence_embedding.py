@@ -8,8 +8,7 @@ import random
 
 import pytest
 import torch
-from conftest import cli_failure, save_tiny_chinese_checkpoint
-from safetensors.torch import load_file
+from conftest import assert_same_saved_weights, cli_failure, save_tiny_chinese_checkpoint
 from transformers import AutoTokenizer
 
 import hf_roformer
@@ -227,10 +226,7 @@ def assert_same_model_and_scores(output, whole):
     """`output` holds the model of the run done in one go, with its scores, finished at 3 of 3 steps."""
     state = json.loads((output / "trainer_state.json").read_text())
     assert (state["global_step"], state["max_steps"]) == (3, 3)
-    expected, actual = load_file(whole / "model.safetensors"), load_file(output / "model.safetensors")
-    assert expected.keys() == actual.keys()
-    for name, tensor in expected.items():
-        torch.testing.assert_close(actual[name], tensor, rtol=0, atol=0, msg=name)
+    assert_same_saved_weights(whole, output)
     for results in ("eval_results.json", "test_results.json"):
         scores = [json.loads((directory / results).read_text()) for directory in (whole, output)]
         assert scores[1] == scores[0], results
