@@ -135,3 +135,10 @@ def run_page(name: str) -> PageRun:
     stderr_file = directory / ".docs-stderr.json"
     stderr = json.loads(stderr_file.read_text(encoding="utf-8")) if stderr_file.exists() else {}
     return PageRun(page, directory, result.returncode, result.stdout, stderr)
+
+
+def run_page_as_written(name: str) -> PageRun:
+    """`run_page(name)`, failing the test with the end of the page's output unless every block ran (exit status 0)."""
+    run = run_page(name)
+    assert run.returncode == 0, run.output[-12000:]
+    return run

@@ -6,7 +6,7 @@ import json
 import sys
 
 import pytest
-from docs_pages import run_page
+from docs_pages import run_page_as_written
 from safetensors.torch import load_file
 
 import hf_roformer
@@ -20,8 +20,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def page():
-    run = run_page("distributed-training.md")
-    assert run.returncode == 0, run.output[-12000:]
+    run = run_page_as_written("distributed-training.md")
     return run
 
 

