@@ -162,14 +162,14 @@ def describe_head(model, info: dict, head: Head) -> list[tuple[int, str]]:
     labels = model.config.num_labels
     names = head.label_names
     listed = f" ({', '.join(map(str, names))})" if names and len(names) <= 8 else ""
+    regression = labels == 1 and model.config.problem_type == "regression"
+    kind = head.outputs or ("regression" if regression else f"{counted(labels, 'label')}{listed}")
     if new_head or any(key.startswith(head.weight_prefixes) for key in mismatched):
         unused_heads = sorted({HEAD_NAMES.get(key.split(".")[0], key.split(".")[0] + ".*") for key in unused})
         note = f"; the checkpoint's {' and '.join(unused_heads)} head goes unused" if unused_heads else ""
-        regression = labels == 1 and model.config.problem_type == "regression"
-        kind = "regression" if regression else f"{counted(labels, 'label')}{listed}"
         lines.append((logging.INFO, f"new {head.name} head: {kind}{note}"))
     else:
-        lines.append((logging.INFO, f"{head.name} head from the checkpoint: {counted(labels, 'label')}{listed}"))
+        lines.append((logging.INFO, f"{head.name} head from the checkpoint: {kind}"))
     encoder_missing = [key for key in missing if not key.startswith(head.weight_prefixes)]
     if encoder_missing:
         shown = ", ".join(encoder_missing[:5]) + (" ..." if len(encoder_missing) > 5 else "")

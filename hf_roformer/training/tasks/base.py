@@ -29,7 +29,9 @@ class Head:
     """The model a task trains: `auto_class` loads a checkpoint with this head (a new head on a pre-trained
     encoder), `config` configures it (`from_pretrained` keyword arguments: labels, pooling, ...), `weight_prefixes`
     name its weights (those a pre-trained encoder lacks), `name` says what it is in messages, `pipeline_tag` is the
-    pipeline task of the trained model (its card's), `label_names` its classes (None: a score)."""
+    pipeline task of the trained model (its card's), `label_names` its classes (None: a score), `outputs` what a head
+    without classes gives, said in messages instead of a count of labels (the config's `num_labels` means nothing
+    for a head that scores spans or choices)."""
 
     auto_class: type
     config: dict
@@ -37,6 +39,7 @@ class Head:
     name: str
     pipeline_tag: str
     label_names: tuple[str, ...] | None = None
+    outputs: str | None = None
 
 
 class Inputs(Protocol):

@@ -96,6 +96,7 @@ def multiple_choice_head() -> Head:
         weight_prefixes=("classifier.",),
         name="multiple-choice",
         pipeline_tag="multiple-choice",
+        outputs="one score a choice",
     )
 
 

@@ -139,6 +139,7 @@ def question_answering_head() -> Head:
         weight_prefixes=("qa_outputs.",),
         name="question-answering",
         pipeline_tag="question-answering",
+        outputs="a start and an end score a token",
     )
 
 
