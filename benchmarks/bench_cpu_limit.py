@@ -19,8 +19,9 @@ Every row reports tokens/s, model FLOP/s (per token 2 x the encoder's weights pl
 training 3 x that) and its share of the same precision's 2048^3 GEMM peak, and the peak resident memory during the
 call. The rounds are interleaved (each round runs every row once, the GEMM peak rows included) and each row keeps its
 best round, so a neighbour's load hits all rows alike; the load average is recorded. A profile of one forward per
-model (bf16, 8 x 512) says where a layer's time goes.
--> results/cpu_limit.{json,md} (`--quick`: results/cpu_limit_quick.*)
+model says where a layer's time goes: in bf16 at 8 x 512 and 4 x 2,048 (the targets' shapes) and in fp32 at 32 x 128
+(where hf_roformer trails BERT-SDPA most).
+-> results/cpu_limit.{json,md} (`--quick`: results/cpu_limit_quick.*; `--output NAME`: results/NAME.*)
 """
 
 import argparse
@@ -192,6 +193,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row keeps its best")
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile rows")
     parser.add_argument("--no-onnx", action="store_true", help="leave out the ONNX Runtime rows")
+    parser.add_argument("--output", help="results file name (default: cpu_limit, or cpu_limit_quick with --quick)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
@@ -270,9 +272,12 @@ def main() -> None:
             row["times"].append(time.perf_counter() - start)
         print(f"round {round_index + 1} done, load {os.getloadavg()}", flush=True)
 
-    profiles = {}
-    for kind in models:
-        profiles[kind] = profile_forward(bf16[kind], batches[focus], size["num_hidden_layers"])
+    profiles = {}  # (precision, shape) -> kind -> (parts, top)
+    for precision, shape in (("bf16", focus), ("bf16", shapes[2]), ("fp32", shapes[0])):
+        chosen = bf16 if precision == "bf16" else models
+        profiles[f"{precision} {shape[0]}x{shape[1]}"] = {
+            kind: profile_forward(chosen[kind], batches[shape], size["num_hidden_layers"]) for kind in models
+        }
     load_after = os.getloadavg()
 
     peaks = {}
@@ -298,11 +303,14 @@ def main() -> None:
 
     machine.update(cpu_flags=flags, onnxruntime=onnxruntime.__version__, load_average_before=load_before,
                    load_average_after=load_after, threads=args.threads, rounds=args.rounds)  # fmt: skip
-    profile_bf16 = {kind: {"parts": parts, "top": top} for kind, (parts, top) in profiles.items()}
+    profile = {
+        case: {kind: {"parts": parts, "top": top} for kind, (parts, top) in by_kind.items()}
+        for case, by_kind in profiles.items()
+    }
     payload = {"machine": machine, "size": size, "gemm_gflop_per_s": peaks, "square": square, "results": results,
-               "profile_bf16": profile_bf16}  # fmt: skip
+               "profile": profile}  # fmt: skip
     markdown = render(payload, square)
-    name = "cpu_limit_quick" if args.quick else "cpu_limit"
+    name = args.output or ("cpu_limit_quick" if args.quick else "cpu_limit")
     for path in benchlib.write_results(name, payload, markdown):
         print(path)
     print(markdown)
@@ -340,11 +348,13 @@ def render(payload: dict, square: str) -> str:
                 ratio = row["tokens_per_s"] / peer["tokens_per_s"]
                 ratio_rows.append([name.removeprefix("hf_roformer "), f"{ratio:.2f}x"])
     lines.append(benchlib.markdown_table(["row", "hf_roformer / BERT-SDPA"], ratio_rows))
-    for kind, profile in payload["profile_bf16"].items():
-        lines.append(f"\n## Where a layer's time goes: {kind}, bf16, one forward (profiler self time, ms per layer)\n")
-        lines.append(benchlib.markdown_table(["part", "ms / layer", "share"], profile["parts"]))
-        lines.append("\nCostliest operators (ms per layer):\n\n")
-        lines.append(benchlib.markdown_table(["operator", "ms / layer"], profile["top"]))
+    for case, by_kind in payload["profile"].items():
+        for kind, profile in by_kind.items():
+            title = f"Where a layer's time goes: {kind}, {case}, one forward (profiler self time, ms per layer)"
+            lines.append(f"\n## {title}\n")
+            lines.append(benchlib.markdown_table(["part", "ms / layer", "share"], profile["parts"]))
+            lines.append("\nCostliest operators (ms per layer):\n\n")
+            lines.append(benchlib.markdown_table(["operator", "ms / layer"], profile["top"]))
     return "\n".join(lines)
 
 
