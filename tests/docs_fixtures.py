@@ -10,14 +10,6 @@ from pathlib import Path
 
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-REVIEWS = [
-    ("这家餐厅的菜很好吃，服务也周到", "正面"),
-    ("等了一个小时才上菜，太失望了", "负面"),
-    ("房间干净，位置方便，下次还来", "正面"),
-    ("质量太差，用了两天就坏了", "负面"),
-    ("物流很快，包装完好，推荐", "正面"),
-    ("客服态度恶劣，再也不买了", "负面"),
-]
 
 
 def prepare_fixtures(page_name: str, directory: Path) -> None:
@@ -72,20 +64,6 @@ def pre_training_corpus(directory: Path) -> None:
     (directory / "corpus.txt").write_text("\n".join(peoples_daily_documents()[:200]) + "\n", encoding="utf-8")
 
 
-def long_documents_data(directory: Path) -> None:
-    """long_train.csv, long_dev.csv, long_test.csv: short reviews and, in the training file, one document past the
-    checkpoint's trained 512 tokens (18 texts, 1 long)."""
-    long_document = "".join(text for text, label in REVIEWS if label == "正面") * 30  # about 1,200 characters
-    splits = {
-        "long_train.csv": [(long_document, "正面"), *REVIEWS, ("服务很好，环境也不错", "正面")],
-        "long_dev.csv": REVIEWS[:5],
-        "long_test.csv": REVIEWS[1:],
-    }
-    for name, rows in splits.items():
-        lines = "".join(f"{text},{label}\n" for text, label in rows)
-        (directory / name).write_text("sentence,label\n" + lines, encoding="utf-8")
-
-
 def distributed_training_data(directory: Path) -> None:
     """glue_data/MRPC and corpus.txt as for fine-tuning and pre-training, and the repository's `configs/` (the
     commands name the shipped accelerate and DeepSpeed configurations by their paths in a clone)."""
@@ -99,6 +77,5 @@ def distributed_training_data(directory: Path) -> None:
 FIXTURES = {
     "fine-tuning.md": fine_tuning_data,
     "pre-training.md": pre_training_corpus,
-    "long-documents.md": long_documents_data,
     "distributed-training.md": distributed_training_data,
 }
