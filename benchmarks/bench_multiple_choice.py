@@ -1,0 +1,112 @@
+"""Multiple choice as docs/reading-comprehension.md trains it: held-out accuracy of the documented
+`hf-roformer finetune multiple-choice` command from the shipped checkpoint, against chance (the mean of 1 / choices)
+and the untrained model (`--do_eval` alone: the new head scores the choices as it was initialized), with its steps,
+wall time and peak memory, on People's Daily questions in C3's layout (`hf_roformer.apps.people_daily_sets`: the
+answer entity among up to three other entities of its kind in the document, 2 to 4 choices).
+
+    python benchmarks/bench_multiple_choice.py                         # 400 training, 200 held-out questions
+    python benchmarks/bench_multiple_choice.py --train 64 --validation 32 --epochs 1 --output NAME
+
+Each choice is the pair (document, question and choice) cut at `--max_seq_length` (the page's 512 tokens, about 500
+characters): a document longer than that loses its end, and with it the answer's context for some questions. Each run
+is the command in a fresh process (its own peak resident memory and CPU time). Results:
+benchmarks/results/multiple_choice_cpu.{json,md}.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+import torch  # noqa: E402
+
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+MODEL = "shipped:roformer-zh-char-small"
+
+
+def chance(held_out: Path) -> float:
+    """The accuracy of answering at random: the mean over questions of 1 / their number of choices."""
+    questions = [item for document in json.loads(held_out.read_text(encoding="utf-8")) for item in document[1]]
+    return sum(1 / len(item["choice"]) for item in questions) / len(questions)
+
+
+def run(work: Path, name: str, flags: list[str], label: str, arguments: list[str]) -> dict:
+    """One command in a fresh process: its held-out accuracy, steps, wall and CPU time, peak memory."""
+    output = work / name
+    command = [
+        sys.executable, "-m", "hf_roformer_cli", "finetune", "multiple-choice", "--model_name_or_path", MODEL,
+        "--output_dir", str(output), "--disable_tqdm", "true", *arguments, *flags,
+    ]  # fmt: skip
+    load_before = os.getloadavg()
+    seconds, usage = benchlib.run_command(command, work, work / f"{name}.log", label)
+    state = output / "trainer_state.json"
+    return {
+        "accuracy": round(json.loads((output / "eval_results.json").read_text())["eval_accuracy"], 4),
+        "steps": json.loads(state.read_text())["global_step"] if state.exists() else 0,
+        "wall_s": round(seconds, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 2),
+        "load_before": round(load_before[0], 2), "load_after": round(os.getloadavg()[0], 2),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", type=int, default=400, help="training questions")
+    parser.add_argument("--validation", type=int, default=200, help="held-out questions")
+    parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument("--learning_rate", type=float, default=5e-4)
+    parser.add_argument("--batch_size", type=int, default=4)
+    parser.add_argument("--max_seq_length", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", default="multiple_choice_cpu", help="results file name")
+    args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    torch.set_num_threads(args.threads)
+    from hf_roformer.apps.people_daily_sets import write_people_daily_sets
+
+    training = [
+        "--num_train_epochs", str(args.epochs), "--learning_rate", str(args.learning_rate),
+        "--per_device_train_batch_size", str(args.batch_size), "--save_strategy", "no",
+    ]  # fmt: skip
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        files = write_people_daily_sets(work / "people-daily", train=args.train, validation=args.validation)
+        arguments = [
+            "--train_file", str(files["c3-train.json"]), "--validation_file", str(files["c3-dev.json"]),
+            "--max_seq_length", str(args.max_seq_length), "--per_device_eval_batch_size", str(args.batch_size),
+        ]  # fmt: skip
+        questions = {split: len(json.loads(files[f"c3-{split}.json"].read_text())) for split in ("train", "dev")}
+        chance_accuracy = round(chance(files["c3-dev.json"]), 4)
+        before = run(work, "before", ["--do_eval"], "untrained", arguments)
+        after = run(work, "after", training, "trained", arguments)
+    row = {"chance": chance_accuracy, "accuracy_before": before["accuracy"], **after}
+    print(json.dumps(row), flush=True)
+    machine = {**benchlib.machine_info(torch.device("cpu")), "torch_threads": args.threads}
+    payload = {"machine": machine, "command": " ".join(training), "questions": questions, "sizes": vars(args),
+               "run": row}  # fmt: skip
+    table = benchlib.markdown_table(
+        ["chance", "untrained", "trained", "steps", "wall s", "CPU s", "peak RSS GB", "load avg"],
+        [[row["chance"], row["accuracy_before"], row["accuracy"], row["steps"], row["wall_s"], row["cpu_s"],
+          row["peak_rss_gb"], f"{row['load_before']} -> {row['load_after']}"]],
+    )  # fmt: skip
+    markdown = (
+        f"# Multiple choice trained by `finetune multiple-choice` ({machine['date']})\n\n{machine['cpu']}, "
+        f"{args.threads} thread(s), torch {machine['torch']}, transformers {machine['transformers']}; `{MODEL}`, "
+        f"People's Daily questions in C3's layout: {questions['train']} training, {questions['dev']} held-out "
+        f"(those with at least one other entity of the answer's kind), `{' '.join(training)} --max_seq_length "
+        f"{args.max_seq_length}`; held-out accuracy, chance the mean of 1 / choices; wall and CPU time and peak "
+        f"memory of the training command; load average (1 min) before -> after training.\n\n{table}"
+    )
+    benchlib.write_results(args.output, payload, markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()
