@@ -39,21 +39,12 @@ def chance(held_out: Path) -> float:
 
 def run(work: Path, name: str, flags: list[str], label: str, arguments: list[str]) -> dict:
     """One command in a fresh process: its held-out accuracy, steps, wall and CPU time, peak memory."""
-    output = work / name
     command = [
         sys.executable, "-m", "hf_roformer_cli", "finetune", "multiple-choice", "--model_name_or_path", MODEL,
-        "--output_dir", str(output), "--disable_tqdm", "true", *arguments, *flags,
+        "--output_dir", str(work / name), "--disable_tqdm", "true", *arguments, *flags,
     ]  # fmt: skip
-    load_before = os.getloadavg()
-    seconds, usage = benchlib.run_command(command, work, work / f"{name}.log", label)
-    state = output / "trainer_state.json"
-    return {
-        "accuracy": round(json.loads((output / "eval_results.json").read_text())["eval_accuracy"], 4),
-        "steps": json.loads(state.read_text())["global_step"] if state.exists() else 0,
-        "wall_s": round(seconds, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 2),
-        "load_before": round(load_before[0], 2), "load_after": round(os.getloadavg()[0], 2),
-    }  # fmt: skip
+    measured = benchlib.run_fine_tuning(command, work / name, label, "eval_accuracy")
+    return {"accuracy": measured.pop("eval_accuracy"), **measured}
 
 
 def main() -> None:

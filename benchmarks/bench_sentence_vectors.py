@@ -51,22 +51,13 @@ def write_sets(directory: Path, train: int, validation: int) -> dict[str, Path]:
 def run(work: Path, data: Path, name: str, flags: list[str], label: str, model=MODEL, scored="dev") -> dict:
     """One command in a fresh process: the Spearman of the `scored` pairs (dev or train), steps, wall and CPU time,
     peak memory."""
-    output = work / name
     command = [
         sys.executable, "-m", "hf_roformer_cli", "finetune", "sentence-embedding", "--model_name_or_path", model,
         "--train_file", str(data / "pairs-train.tsv"), "--validation_file", str(data / f"pairs-{scored}.tsv"),
-        "--max_seq_length", "128", "--output_dir", str(output), "--disable_tqdm", "true", *flags,
+        "--max_seq_length", "128", "--output_dir", str(work / name), "--disable_tqdm", "true", *flags,
     ]  # fmt: skip
-    load_before = os.getloadavg()
-    seconds, usage = benchlib.run_command(command, work, work / f"{name}.log", label)
-    state = output / "trainer_state.json"
-    return {
-        "spearman": round(json.loads((output / "eval_results.json").read_text())["eval_spearman_cosine"], 4),
-        "steps": json.loads(state.read_text())["global_step"] if state.exists() else 0,
-        "wall_s": round(seconds, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 2),
-        "load_before": round(load_before[0], 2), "load_after": round(os.getloadavg()[0], 2),
-    }  # fmt: skip
+    measured = benchlib.run_fine_tuning(command, work / name, label, "eval_spearman_cosine")
+    return {"spearman": measured.pop("eval_spearman_cosine"), **measured}
 
 
 def main() -> None:

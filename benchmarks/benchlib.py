@@ -167,3 +167,21 @@ def run_command(command: list[str], cwd: Path, log: Path, label: str) -> tuple[f
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{label} failed:\n{log.read_text()[-3000:]}")
     return seconds, usage
+
+
+def run_fine_tuning(command: list[str], output: Path, label: str, metric: str) -> dict:
+    """Run an `hf-roformer finetune` command whose `--output_dir` is `output` (see `run_command`; its log goes next to
+    it): the `metric` it wrote to eval_results.json (4 decimals), the steps it trained (0 without training), its wall
+    and CPU seconds, peak resident memory, and the load average before and after."""
+    load_before = os.getloadavg()
+    seconds, usage = run_command(command, output.parent, output.parent / f"{output.name}.log", label)
+    state = output / "trainer_state.json"
+    return {
+        metric: round(json.loads((output / "eval_results.json").read_text())[metric], 4),
+        "steps": json.loads(state.read_text())["global_step"] if state.exists() else 0,
+        "wall_s": round(seconds, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 2),
+        "load_before": round(load_before[0], 2),
+        "load_after": round(os.getloadavg()[0], 2),
+    }
