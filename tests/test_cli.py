@@ -452,9 +452,8 @@ def assert_same_model_and_scores(output, whole):
     state = json.loads((output / "trainer_state.json").read_text())
     assert (state["global_step"], state["max_steps"]) == (3, 3)
     assert_same_saved_weights(whole, output)
-    scores = [json.loads((directory / "eval_results.json").read_text()) for directory in (whole, output)]
-    assert [(score["eval_loss"], score["eval_accuracy"]) for score in scores] == [(scores[0]["eval_loss"],
-            scores[0]["eval_accuracy"])] * 2  # fmt: skip
+    expected, actual = (json.loads((directory / "eval_results.json").read_text()) for directory in (whole, output))
+    assert (actual["eval_loss"], actual["eval_accuracy"]) == (expected["eval_loss"], expected["eval_accuracy"])
     assert (output / "finished.json").exists()
 
 

@@ -34,10 +34,16 @@ def pre_training():
     return run
 
 
-def majority_share(labelled: Path) -> float:
-    """The share of the most frequent label in a CSV or TSV file whose last column is the label."""
-    labels = [line.replace("\t", ",").rsplit(",", 1)[1] for line in labelled.read_text(encoding="utf-8").splitlines()]
-    return max(labels[1:].count(label) for label in set(labels[1:])) / len(labels[1:])
+def labels_of(labelled: Path) -> list[str]:
+    """The labels of a CSV or TSV file with a header line whose last column is the label."""
+    lines = labelled.read_text(encoding="utf-8").splitlines()[1:]
+    return [line.replace("\t", ",").rsplit(",", 1)[1] for line in lines]
+
+
+def majority_share(*labelled: Path) -> float:
+    """The share of the most frequent label over CSV or TSV files whose last column is the label."""
+    labels = [label for path in labelled for label in labels_of(path)]
+    return max(labels.count(label) for label in set(labels)) / len(labels)
 
 
 def assert_learned(output: Path, chance: float) -> None:
@@ -143,16 +149,12 @@ def test_long_documents_page_as_documented():
     )
     # Learned: over all 300 held-out documents (validation and test together, for a steadier measure than either)
     output = run.directory / "long-roformer"
-    labels = {
-        split: [line.rsplit(",", 1)[1] for line in (run.directory / name).read_text(encoding="utf-8").splitlines()[1:]]
-        for split, name in (("eval", "long_dev.csv"), ("test", "long_test.csv"))
-    }
-    assert [len(labels["eval"]), len(labels["test"])] == [200, 100]
-    results = {split: json.loads((output / f"{split}_results.json").read_text()) for split in labels}
-    correct = sum(results[split][f"{split}_accuracy"] * len(labels[split]) for split in labels)
-    labels = labels["eval"] + labels["test"]
-    majority = max(labels.count(label) for label in set(labels)) / len(labels)
-    accuracy = correct / len(labels)
+    held_out = {"eval": run.directory / "long_dev.csv", "test": run.directory / "long_test.csv"}
+    counts = {split: len(labels_of(path)) for split, path in held_out.items()}
+    assert counts == {"eval": 200, "test": 100}
+    results = {split: json.loads((output / f"{split}_results.json").read_text()) for split in held_out}
+    accuracy = sum(results[split][f"{split}_accuracy"] * counts[split] for split in counts) / sum(counts.values())
+    majority = majority_share(*held_out.values())
     assert accuracy >= majority + LEARNED_MARGIN, f"held-out accuracy {accuracy:.4f}, majority class {majority:.4f}"
     assert "batching: training batches run in length-sorted passes of at most 4,096 padded tokens" in printed
     assert json.loads((output / "config.json").read_text())["max_position_embeddings"] == 1024

@@ -2,6 +2,7 @@
 DDP, bad input, and the demo."""
 
 import json
+import logging
 import math
 import os
 import subprocess
@@ -16,7 +17,10 @@ import torch
 import hf_roformer
 import hf_roformer_cli
 from hf_roformer.training.data import GLUE_TASKS, DataError
+from hf_roformer.training.finetune import describe_head
 from hf_roformer.training.metrics import glue_metrics, triplet_accuracy
+from hf_roformer.training.tasks.multiple_choice import multiple_choice_head
+from hf_roformer.training.tasks.question_answering import question_answering_head
 from hf_roformer.utils.errors import UsageError
 
 
@@ -604,24 +608,21 @@ def test_saved_trained_length_is_the_longest_training_input(tiny_checkpoint, tmp
 @pytest.mark.parametrize(
     ("head", "model_class", "outputs"),
     [
-        ("multiple_choice", hf_roformer.HfRoFormerForMultipleChoice, "one score a choice"),
-        ("question_answering", hf_roformer.HfRoFormerForQuestionAnswering, "a start and an end score a token"),
+        (multiple_choice_head, hf_roformer.HfRoFormerForMultipleChoice, "one score a choice"),
+        (question_answering_head, hf_roformer.HfRoFormerForQuestionAnswering, "a start and an end score a token"),
     ],
+    ids=["multiple-choice", "question-answering"],
 )
 def test_heads_that_score_choices_or_spans_are_described_by_what_they_give(head, model_class, outputs):
     """A multiple-choice or span head has no labels: the start of a run says what it gives, not the config's default
     `num_labels` ("2 labels" for a 4-choice task)."""
-    import importlib
-
     from conftest import tiny_config
 
-    from hf_roformer.training.finetune import describe_head
-
-    head = getattr(importlib.import_module(f"hf_roformer.training.tasks.{head}"), f"{head}_head")()
+    head = head()
     model = model_class(tiny_config())
     prefix = head.weight_prefixes[0]
     new = {"missing_keys": [f"{prefix}weight", f"{prefix}bias"], "unexpected_keys": ["cls.predictions.bias"]}
     assert describe_head(model, new, head) == [
-        (20, f"new {head.name} head: {outputs}; the checkpoint's masked-LM head goes unused")
+        (logging.INFO, f"new {head.name} head: {outputs}; the checkpoint's masked-LM head goes unused")
     ]
-    assert describe_head(model, {}, head) == [(20, f"{head.name} head from the checkpoint: {outputs}")]
+    assert describe_head(model, {}, head) == [(logging.INFO, f"{head.name} head from the checkpoint: {outputs}")]
