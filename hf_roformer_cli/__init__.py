@@ -62,20 +62,30 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the `hf-roformer` console script: parse, run the command, exit with its status (0 done, 1 a
     foreseen failure, 2 a command-line mistake, 130 Ctrl-C)."""
     configure_output()
+    succeeded = False
     try:
         run(sys.argv[1:] if argv is None else argv)
+        succeeded = True
     except (Exception, KeyboardInterrupt) as error:
         sys.exit(report_failure(error))
     finally:
-        close_process_group()
+        close_process_group(succeeded)
 
 
-def close_process_group() -> None:
+def close_process_group(succeeded: bool) -> None:
     """Under torchrun, tear down the process group the Trainer opened before the process exits: left open, torch warns
-    at exit and gloo's threads can abort the interpreter ("terminate called without an active exception")."""
+    at exit and gloo's threads can abort the interpreter ("terminate called without an active exception").
+
+    After a command that succeeded (`succeeded`; under torchrun every process runs the same command), the processes
+    first wait for each other, so that none tears its connections down and exits while another still writes its outputs
+    or communicates (a process that did so was seen to abort that way, once in many runs). After a failure they do not
+    wait: another process may be stopped inside a collective, which a barrier would then wrongly join."""
     distributed = sys.modules.get("torch.distributed")  # not imported: no group (and `--help` stays fast)
-    if distributed is not None and distributed.is_available() and distributed.is_initialized():
-        distributed.destroy_process_group()
+    if distributed is None or not distributed.is_available() or not distributed.is_initialized():
+        return
+    if succeeded:
+        distributed.barrier()
+    distributed.destroy_process_group()
 
 
 __all__ = ["build_parser", "main", "run"]
