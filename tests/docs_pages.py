@@ -7,14 +7,17 @@ are created there first (`docs_fixtures.py`), and `HF_ROFORMER_SMOKE=1` makes th
 pre-training) shrink their data and steps: the one mechanism by which sizes differ from a reader's run. A block
 preceded by `<!-- docs-test: skip (reason) -->` is not run; one preceded by `<!-- docs-test: serving -->` runs only
 where vLLM is installed (the serving environment, `make test-serving`: tests/test_docs_serving.py). Tests read the
-result: the exit status, each block's output, and the files the blocks wrote.
+result: the exit status, each block's output, and the files the blocks wrote. The scratch directories (up to about
+700 MB a page) are removed when the test session ends.
 """
 
+import atexit
 import functools
 import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -107,6 +110,7 @@ def run_page(name: str) -> PageRun:
     """Run the blocks of README.md or docs/`name` (once per session; later calls return the same run)."""
     page = ROOT / name if name == "README.md" else ROOT / "docs" / name
     directory = Path(tempfile.mkdtemp(prefix=f"docs-{page.stem}-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)  # cached for the session: read by later tests
     prepare_fixtures(page.name, directory)
     shims = directory / ".bin"
     shims.mkdir()
