@@ -548,6 +548,50 @@ def test_traceback_on_request(checkpoint, glue, tmp_path):
     assert "Traceback (most recent call last)" in traced.stderr and "UsageError" in traced.stderr
 
 
+class RecordingProcessGroup:
+    """Stands for `torch.distributed` with a process group open (as under torchrun): records what is called on it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return "destroy_process_group" not in self.calls
+
+    def barrier(self):
+        self.calls.append("barrier")
+
+    def destroy_process_group(self):
+        self.calls.append("destroy_process_group")
+
+
+@pytest.mark.parametrize(
+    "fails, calls",
+    [(False, ["barrier", "destroy_process_group"]), (True, ["destroy_process_group"])],
+)
+def test_processes_wait_for_each_other_before_closing_the_group_only_after_success(monkeypatch, capsys, fails, calls):
+    """After a command that succeeded, each process waits for the others before tearing the process group down (none
+    exits while another still writes or communicates); after a failure it tears down at once (another process may be
+    stopped inside a collective that a barrier would wrongly join)."""
+
+    def command(argv):
+        if fails:
+            raise hf_roformer.utils.errors.DataError("no such column: sentence")
+
+    group = RecordingProcessGroup()
+    monkeypatch.setitem(sys.modules, "torch.distributed", group)
+    monkeypatch.setattr(hf_roformer_cli, "run", command)
+    if fails:
+        with pytest.raises(SystemExit) as exit:
+            main(["finetune"])
+        assert exit.value.code == 1 and capsys.readouterr().err == "error: no such column: sentence\n"
+    else:
+        main(["finetune"])
+    assert group.calls == calls
+
+
 # -- the tour --------------------------------------------------------------------------------------------------------
 
 
