@@ -311,9 +311,11 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
         )  # fmt: skip
         add_split_files(
             group,
-            "training pairs: TSV (text_a, text_b[, label]; or STS-B's with a header) or JSON lines",
+            "training pairs: TSV (text_a, text_b[, label]; or STS-B's with a header) or JSON lines (not needed to "
+            "score a model as it is: --do_eval or --do_predict without --do_train)",
             "held-out pairs with labels or scores",
             "more pairs with scores, scored after training",
+            train_required=False,
         )
         group.add_argument(
             *option("loss"), choices=("cosent", "in-batch-negatives"),
@@ -332,9 +334,10 @@ def add_data_options(parser: argparse.ArgumentParser, task: str) -> None:
                            help="directory holding train.json, valid.json and (optionally) test.json")  # fmt: skip
 
 
-def add_split_files(group, train: str, validation: str, test: str) -> None:
-    """`--train_file` and `--validation_file` (required) and `--test_file` (optional), each with what it holds."""
-    group.add_argument(*option("train_file"), required=True, help=train)
+def add_split_files(group, train: str, validation: str, test: str, train_required: bool = True) -> None:
+    """`--train_file` (required unless `train_required` is false: the task then checks it is given to train) and
+    `--validation_file` (required) and `--test_file` (optional), each with what it holds."""
+    group.add_argument(*option("train_file"), required=train_required, help=train)
     group.add_argument(*option("validation_file"), required=True, help=validation)
     group.add_argument(*option("test_file"), help=test)
 

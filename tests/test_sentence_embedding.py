@@ -75,8 +75,10 @@ def tiny_checkpoint(path, pooler_activation=None):
 
 
 def command(checkpoint, train_file, validation_file, output, *extra) -> list[str]:
+    """The command line of a run; without `--train_file` when `train_file` is None."""
+    training = [] if train_file is None else ["--train_file", str(train_file)]
     return [
-        "finetune", "sentence-embedding", "--model", str(checkpoint), "--train_file", str(train_file),
+        "finetune", "sentence-embedding", "--model", str(checkpoint), *training,
         "--validation_file", str(validation_file), "--output_dir", str(output), "--max_seq_length", "32",
         "--per_device_train_batch_size", "8", "--learning_rate", "1e-3", "--use_cpu", "--disable_tqdm", "true",
         "--save_strategy", "no", *extra,
@@ -167,6 +169,38 @@ def test_evaluation_only_run_scores_the_given_model_as_it_is(tmp_path, caplog):
     assert not names & {"model.safetensors", "modules.json", "README.md", "finished.json", "train_results.json"}
     assert "test_results.json" not in names
     assert "without training (--do_train not given)" in caplog.text
+
+
+def test_scoring_a_model_needs_no_training_file(tmp_path):
+    """`--do_eval` and `--do_predict` without `--train_file` score the model as it is: the scores
+    `SentenceTransformer` gives, and no model written."""
+    checkpoint = tiny_checkpoint(tmp_path / "sim", pooler_activation="linear")
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(16, 1))
+    test_file = write_tsv(tmp_path / "test.tsv", labelled_pairs(12, 2))
+    output = tmp_path / "scored"
+    arguments = command(checkpoint, None, validation_file, output, "--test_file", str(test_file), "--do_eval")
+    metrics = hf_roformer_cli.run([*arguments, "--do_predict"])
+    encoder = sentence_transformers.SentenceTransformer(str(checkpoint), device="cpu")
+    assert metrics["eval_spearman_cosine"] == pytest.approx(similarity(encoder, validation_file), abs=1e-6)
+    assert metrics["test_spearman_cosine"] == pytest.approx(similarity(encoder, test_file), abs=1e-6)
+    names = {path.name for path in output.iterdir()}
+    assert {"eval_results.json", "test_results.json"} <= names
+    assert not names & {"model.safetensors", "modules.json", "README.md", "finished.json"}
+
+
+@pytest.mark.parametrize("phases", [[], ["--do_train"]])
+def test_training_without_a_training_file_is_refused_before_writing(phases, tmp_path):
+    checkpoint = tiny_checkpoint(tmp_path / "base")
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(8, 1))
+    output = tmp_path / "out"
+    expected = (
+        "--train_file is needed to train; to score the model as it is, pass --do_eval (or --do_predict with "
+        "--test_file) without --do_train"
+    )
+    with pytest.raises(UsageError) as raised:
+        hf_roformer_cli.run(command(checkpoint, None, validation_file, output, *phases))
+    assert str(raised.value) == expected
+    assert not output.exists()
 
 
 def test_training_without_do_eval_writes_no_evaluation(tmp_path):

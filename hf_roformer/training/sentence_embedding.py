@@ -12,7 +12,8 @@ command shares (`training_run.py`: output directory, record, Ctrl-C and resume, 
 - The held-out split (the validation file, with scores) is scored by Spearman's correlation of cosine similarities
   (`EmbeddingSimilarityEvaluator`) after training, and a test file with scores likewise.
 - The phases are those of every fine-tuning task (`finetune.Phases`): training, the validation score, the test score;
-  all three unless some are named. Without training, the model is scored as it is given and nothing of it is written.
+  all three unless some are named. Without training, the model is scored as it is given and nothing of it is written;
+  a training file is needed only to train.
 - Training, and running again, go through every fine-tuning task's `finetune.train_phase`: the model is saved and
   vouched for (`trained.json`) before it is scored, so a rerun after a stop while scoring only scores; a checkpoint
   at the training's last step is used as it is (resuming would train past the end), one past it is refused.
@@ -51,7 +52,7 @@ class SentenceEmbeddingOptions:
     """What to train (`finetune sentence-embedding`'s options)."""
 
     model_name_or_path: str
-    train_file: str
+    train_file: str | None  # needed only to train
     validation_file: str
     test_file: str | None = None
     loss: str | None = None
@@ -136,6 +137,11 @@ def train_sentence_embedding(
 
     from ..pretrained import resolve_checkpoint
 
+    if phases.train and options.train_file is None:
+        raise UsageError(
+            "--train_file is needed to train; to score the model as it is, pass --do_eval (or --do_predict with "
+            "--test_file) without --do_train"
+        )
     run = TrainingRun.open("finetune sentence-embedding", arguments, training_args, options.paths(), overwrite)
     if run.finished is not None and phases.train:
         return run.nothing_to_do()
@@ -147,7 +153,7 @@ def train_sentence_embedding(
     for split in ("validation", "test"):
         if split in pairs and "score" not in pairs[split].column_names:
             raise DataError(f"{splits[split]}: the {split} pairs need labels or scores (Spearman's correlation)")
-    loss_name = chosen_loss(pairs["train"], options.loss)
+    loss_name = chosen_loss(pairs["train"], options.loss) if "train" in pairs else options.loss or LOSSES[0]
     if options.pooling is not None and options.pooling not in POOLINGS:
         raise UsageError(f"--pooling must be one of {', '.join(POOLINGS)}, not {options.pooling!r}")
     phases = dataclasses.replace(phases, predict=phases.predict and "test" in pairs)  # what the closing lines name
@@ -164,7 +170,10 @@ def train_sentence_embedding(
         encoder = sentence_encoder(str(finished_training.model), None, options.max_seq_length, device)
     loss = CoSENTLoss(encoder) if loss_name == "cosent" else MultipleNegativesRankingLoss(encoder)
     run.begin(__version__)
-    description = f"{Path(options.train_file).name} (sentence pairs, {loss_name} loss)"
+    if "train" in pairs:
+        description = f"{Path(options.train_file).name} (sentence pairs, {loss_name} loss)"
+    else:  # scoring only: the loss is only the evaluation's
+        description = f"{Path(options.validation_file).name} (sentence pairs)"
     if run.main_process:
         counts = ", ".join(f"{len(data):,} {split}" for split, data in pairs.items())
         logger.info(f"sentence vectors of {options.model_name_or_path} on {description}: {counts} pairs")
@@ -173,7 +182,7 @@ def train_sentence_embedding(
         SentenceTransformerTrainer,
         args=sentence_training_arguments(training_args, loss_name == "in-batch-negatives"),
         model=encoder,
-        train_dataset=pairs["train"],
+        train_dataset=pairs.get("train"),
         eval_dataset=pairs["validation"],
         loss=loss,
         evaluator=similarity_evaluator(pairs["validation"], "validation"),
