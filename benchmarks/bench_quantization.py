@@ -12,6 +12,8 @@ largest probability change, time for the whole set and the size of the weights.
 """
 
 import argparse
+import atexit
+import shutil
 import sys
 import tempfile
 import time
@@ -92,7 +94,9 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     directory = args.model
     if directory is None:
-        directory = Path(tempfile.mkdtemp()) / "demo"
+        scratch = tempfile.mkdtemp(prefix="bench_quantization.")
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # the demo's model, trained for this run
+        directory = Path(scratch) / "demo"
         run_demo(str(directory))
         torch.set_num_threads(args.threads)
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
