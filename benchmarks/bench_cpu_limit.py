@@ -25,12 +25,9 @@ model says where a layer's time goes: in bf16 at 8 x 512 and 4 x 2,048 (the targ
 """
 
 import argparse
-import atexit
 import gc
 import os
-import shutil
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -242,8 +239,7 @@ def main() -> None:
             add(f"{kind} bf16 {shape[0]}x{shape[1]}", "bf16", shape, no_grad(bf16[kind], batch))
         add(f"hf_roformer int8 dynamic {shape[0]}x{shape[1]}", "int8", shape, no_grad(int8, batch))
     if not args.no_onnx:
-        scratch = Path(tempfile.mkdtemp(prefix="cpu_limit_onnx."))
-        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # the exported models: about 0.5 GB
+        scratch = benchlib.scratch_directory("cpu_limit_onnx.")  # the exported models: about 0.5 GB
         sessions = onnx_sessions(models["hf_roformer"], scratch, args.threads)
         for shape in [shape for shape in shapes if shape[1] <= 512]:  # see the module's docstring
             add(f"onnxruntime fp32 {shape[0]}x{shape[1]}", "fp32", shape, onnx_call(sessions["fp32"], batches[shape]))

@@ -12,10 +12,7 @@ largest probability change, time for the whole set and the size of the weights.
 """
 
 import argparse
-import atexit
-import shutil
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -94,9 +91,7 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     directory = args.model
     if directory is None:
-        scratch = tempfile.mkdtemp(prefix="bench_quantization.")
-        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # the demo's model, trained for this run
-        directory = Path(scratch) / "demo"
+        directory = benchlib.scratch_directory("bench_quantization.") / "demo"  # the demo's model, for this run
         run_demo(str(directory))
         torch.set_num_threads(args.threads)
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)

@@ -1,13 +1,16 @@
 """Shared benchmark plumbing: timing, peak memory, machine description, and writing JSON + Markdown results."""
 
+import atexit
 import datetime
 import gc
 import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -133,6 +136,14 @@ def kernel_seconds(function: Callable[[], object], device: torch.device, calls: 
         synchronize(device)
     kernels = [event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA]
     return sum(event.time_range.elapsed_us() for event in kernels) / 1e6 / calls
+
+
+def scratch_directory(prefix: str) -> Path:
+    """A new directory in the temporary folder for what a benchmark writes only for itself (exported or trained
+    models), removed when the benchmark's process ends."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
 
 
 def write_results(name: str, payload: dict, markdown: str) -> tuple[Path, Path]:
