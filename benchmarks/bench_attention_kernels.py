@@ -25,9 +25,10 @@ BLOCK = 256
 COMMAND = "python benchmarks/bench_attention_kernels.py"
 
 
-def kernels(batch: int, length: int) -> tuple[dict, int, float]:
-    """The attention variants on random bf16 inputs with a padding mask of zeros: name -> call; their FLOPs; the
-    largest difference of the matrix-product variants from SDPA's output."""
+def kernels(batch: int, length: int) -> tuple[dict, float]:
+    """The attention variants on random bf16 inputs with a padding mask of zeros, and a linear layer of the encoder's
+    on as many tokens: name -> (call, its FLOPs); and the largest difference of the matrix-product variants from
+    SDPA's output."""
     generator = torch.Generator().manual_seed(0)
     query, key, value = (
         torch.randn(batch, HEADS, length, HEAD_SIZE, generator=generator, dtype=torch.bfloat16) for _ in range(3)
@@ -50,14 +51,22 @@ def kernels(batch: int, length: int) -> tuple[dict, int, float]:
             output[:, :, start : start + BLOCK] = torch.matmul(torch.softmax(scores, -1), value)
         return output
 
+    tokens = torch.randn(batch * length, HIDDEN, generator=generator, dtype=torch.bfloat16)
+    weight = torch.randn(INTERMEDIATE, HIDDEN, generator=generator, dtype=torch.bfloat16)
+
+    def linear():
+        return F.linear(tokens, weight)
+
     reference = sdpa().float()
     difference = max((call().float() - reference).abs().max().item() for call in (products, product_blocks))
+    attention_flops = 4 * batch * HEADS * length * length * HEAD_SIZE
     calls = {
-        "SDPA (fused kernel)": sdpa,
-        "matrix products": products,
-        f"matrix products, {BLOCK}-query blocks": product_blocks,
+        "SDPA (fused kernel)": (sdpa, attention_flops),
+        "matrix products": (products, attention_flops),
+        f"matrix products, {BLOCK}-query blocks": (product_blocks, attention_flops),
+        "linear 768 -> 3,072 (same tokens)": (linear, 2 * batch * length * HIDDEN * INTERMEDIATE),
     }
-    return calls, 4 * batch * HEADS * length * length * HEAD_SIZE, difference
+    return calls, difference
 
 
 def main() -> None:
@@ -68,13 +77,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     rows, differences = [], {}
     for batch, length in SHAPES:
-        calls, flops, differences[f"{batch}x{length}"] = kernels(batch, length)
-        tokens = torch.randn(batch * length, HIDDEN, dtype=torch.bfloat16)
-        weight = torch.randn(INTERMEDIATE, HIDDEN, dtype=torch.bfloat16)
-        calls["linear 768 -> 3,072 (same tokens)"] = lambda: F.linear(tokens, weight)  # noqa: B023 (timed at once)
-        for name, call in calls.items():
+        calls, differences[f"{batch}x{length}"] = kernels(batch, length)
+        for name, (call, work) in calls.items():
             timed = benchlib.time_call(call, torch.device("cpu"), args.repeats, warmup=1)
-            work = 2 * batch * length * HIDDEN * INTERMEDIATE if name.startswith("linear") else flops
             rows.append([f"{batch}x{length}", name, round(timed["min_s"] * 1e3, 1), round(work / timed["min_s"] / 1e9)])
     info = benchlib.machine_info(torch.device("cpu")) | {"threads": args.threads, "repeats": args.repeats}
     headers = ["shape", "kernel", "best ms", "GFLOP/s"]
