@@ -119,6 +119,7 @@ def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path)
     )
     assert json.loads((output / "finished.json").read_text())["metrics"] == metrics
     assert f"{metrics['eval_spearman_cosine']:.4f}" in (output / "README.md").read_text()  # the card holds it
+    assert not (output / "eval").exists()  # sentence-transformers' evaluator folder, left empty: removed
 
 
 def test_in_batch_negatives_keep_roformer_sims_pooler(tmp_path):
@@ -185,7 +186,7 @@ def test_scoring_a_model_needs_no_training_file(tmp_path):
     assert metrics["test_spearman_cosine"] == pytest.approx(similarity(encoder, test_file), abs=1e-6)
     names = {path.name for path in output.iterdir()}
     assert {"eval_results.json", "test_results.json"} <= names
-    assert not names & {"model.safetensors", "modules.json", "README.md", "finished.json"}
+    assert not names & {"model.safetensors", "modules.json", "README.md", "finished.json", "eval"}
 
 
 @pytest.mark.parametrize("phases", [[], ["--do_train"]])

@@ -119,6 +119,18 @@ def similarity_evaluator(pairs, name: str):
     )
 
 
+@contextlib.contextmanager
+def removing_if_left_empty(directory: Path, main_process: bool):
+    """Removes `directory` on leaving (also on Ctrl-C or an error) when it did not exist on entering and nothing was
+    written into it; only the main process removes it, as only it writes."""
+    existed = directory.exists()
+    try:
+        yield
+    finally:
+        if main_process and not existed and directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
+
+
 def train_sentence_embedding(
     options: SentenceEmbeddingOptions,
     training_args: TrainingArguments,
@@ -178,46 +190,49 @@ def train_sentence_embedding(
         counts = ", ".join(f"{len(data):,} {split}" for split, data in pairs.items())
         logger.info(f"sentence vectors of {options.model_name_or_path} on {description}: {counts} pairs")
         logger.info(f"encoder: {' -> '.join(type(module).__name__ for module in encoder)}")
-    trainer = run.trainer(
-        SentenceTransformerTrainer,
-        args=sentence_training_arguments(training_args, loss_name == "in-batch-negatives"),
-        model=encoder,
-        train_dataset=pairs.get("train"),
-        eval_dataset=pairs["validation"],
-        loss=loss,
-        evaluator=similarity_evaluator(pairs["validation"], "validation"),
-    )
-    written = []
-    if phases.train:
-        written = train_phase(
-            run, trainer, len(pairs["train"]), checkpoint, finished_training, phases, SENTENCE_MODEL_FILES
+    # sentence-transformers' trainer makes `eval/` in the output directory for its evaluator's files, which
+    # `write_csv=False` leaves empty: a run that made it removes it when it is still empty.
+    with removing_if_left_empty(Path(training_args.output_dir) / "eval", run.main_process):
+        trainer = run.trainer(
+            SentenceTransformerTrainer,
+            args=sentence_training_arguments(training_args, loss_name == "in-batch-negatives"),
+            model=encoder,
+            train_dataset=pairs.get("train"),
+            eval_dataset=pairs["validation"],
+            loss=loss,
+            evaluator=similarity_evaluator(pairs["validation"], "validation"),
         )
-    trained = phases.train and trainer.state.global_step > 0
-    metrics: dict[str, float] = {}
-    with run.after_training(trainer, written) if trained else contextlib.nullcontext():
-        if phases.evaluate:
-            evaluated = trainer.evaluate()
-            metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
-            timings = ("_runtime", "_per_second", "_preparation_time")  # differ from run to run
-            metrics = {name: value for name, value in metrics.items() if not name.endswith(timings)}
-            with run.writing():
-                trainer.save_metrics("eval", metrics)
-            written.append("eval_results.json")
-        if phases.predict:
-            scores = similarity_evaluator(pairs["test"], "test")(encoder)
-            test_metrics = {f"test_{name.removeprefix('test_')}": value for name, value in scores.items()}
-            with run.writing():
-                trainer.save_metrics("test", test_metrics)
-            metrics.update(test_metrics)
-            written.append("test_results.json")
-        if run.main_process and metrics:
-            shown = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items() if "spearman_cosine" in name)
-            logger.info(f"Spearman's correlation of cosine similarities: {shown}")
-        if trained:  # sentence-transformers' card, written again now that it holds the scores
-            run.write_card(functools.partial(write_card, trainer))
-            written.append("model card (README.md)")
-            finished = {"command": run.command, "global_step": trainer.state.global_step, "metrics": metrics}
-            run.finish(finished, [*SENTENCE_MODEL_FILES, "README.md"])
+        written = []
+        if phases.train:
+            written = train_phase(
+                run, trainer, len(pairs["train"]), checkpoint, finished_training, phases, SENTENCE_MODEL_FILES
+            )
+        trained = phases.train and trainer.state.global_step > 0
+        metrics: dict[str, float] = {}
+        with run.after_training(trainer, written) if trained else contextlib.nullcontext():
+            if phases.evaluate:
+                evaluated = trainer.evaluate()
+                metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
+                timings = ("_runtime", "_per_second", "_preparation_time")  # differ from run to run
+                metrics = {name: value for name, value in metrics.items() if not name.endswith(timings)}
+                with run.writing():
+                    trainer.save_metrics("eval", metrics)
+                written.append("eval_results.json")
+            if phases.predict:
+                scores = similarity_evaluator(pairs["test"], "test")(encoder)
+                test_metrics = {f"test_{name.removeprefix('test_')}": value for name, value in scores.items()}
+                with run.writing():
+                    trainer.save_metrics("test", test_metrics)
+                metrics.update(test_metrics)
+                written.append("test_results.json")
+            if run.main_process and metrics:
+                shown = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items() if "spearman_cosine" in name)
+                logger.info(f"Spearman's correlation of cosine similarities: {shown}")
+            if trained:  # sentence-transformers' card, written again now that it holds the scores
+                run.write_card(functools.partial(write_card, trainer))
+                written.append("model card (README.md)")
+                finished = {"command": run.command, "global_step": trainer.state.global_step, "metrics": metrics}
+                run.finish(finished, [*SENTENCE_MODEL_FILES, "README.md"])
     if run.main_process:
         report_end(options.model_name_or_path, description, trainer, phases, trained, written)
     return metrics
