@@ -19,8 +19,7 @@ LEARNED_F1 = 15.0
 
 @pytest.fixture(scope="module")
 def reading_page():
-    run = run_page_as_written("reading-comprehension.md")
-    return run
+    return run_page_as_written("reading-comprehension.md")
 
 
 def test_question_answering_command_learns_on_paragraphs(reading_page):
