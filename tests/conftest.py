@@ -1,9 +1,12 @@
 """Shared fixtures: tiny configurations and inputs, so every test builds its models in milliseconds."""
 
 import contextlib
+import functools
 import math
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -22,6 +25,17 @@ import pytest  # noqa: E402
 import transformers  # noqa: E402
 
 import hf_roformer  # noqa: E402
+
+
+def pytest_configure(config):
+    """The processes tests start (torchrun, `accelerate launch`, vLLM servers, documented commands) keep their
+    temporary files (torch elastic's log folders, vLLM's IPC sockets and distributed-setup files, about 170 a run)
+    in one folder removed when the session ends, not in the system's temporary folder, which this process keeps
+    (pytest's `tmp_path` among others)."""
+    tempfile.gettempdir()  # fixed for this process before TMPDIR changes for its children
+    children = tempfile.mkdtemp(prefix="hf-roformer-tests-")
+    os.environ["TMPDIR"] = children
+    config.add_cleanup(functools.partial(shutil.rmtree, children, ignore_errors=True))
 
 
 TINY = dict(
