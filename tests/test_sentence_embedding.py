@@ -6,6 +6,7 @@ import json
 import logging
 import random
 
+import huggingface_hub
 import pytest
 import torch
 from conftest import assert_same_saved_weights, cli_failure, save_tiny_chinese_checkpoint
@@ -120,6 +121,21 @@ def test_cosent_run_saves_a_sentence_transformer_with_the_same_vectors(tmp_path)
     assert json.loads((output / "finished.json").read_text())["metrics"] == metrics
     assert f"{metrics['eval_spearman_cosine']:.4f}" in (output / "README.md").read_text()  # the card holds it
     assert not (output / "eval").exists()  # sentence-transformers' evaluator folder, left empty: removed
+
+
+def test_the_cards_examples_are_picked_without_a_progress_bar(tmp_path, capfd):
+    """sentence-transformers draws a progress bar while it picks the card's example sentences, whatever
+    `--disable_tqdm` says: the run picks them without it, and the card holds them, from the validation pairs."""
+    checkpoint = tiny_checkpoint(tmp_path / "base")
+    train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(16, 0))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(8, 1))
+    output = tmp_path / "out"
+    capfd.readouterr()
+    train(checkpoint, train_file, validation_file, output)
+    assert "Computing widget examples" not in capfd.readouterr().err
+    examples = huggingface_hub.ModelCard.load(output / "README.md").data.to_dict()["widget"]
+    validation_texts = {text for first, second, _ in labelled_pairs(8, 1) for text in (first, second)}
+    assert examples and all(example["source_sentence"] in validation_texts for example in examples)
 
 
 def test_in_batch_negatives_keep_roformer_sims_pooler(tmp_path):

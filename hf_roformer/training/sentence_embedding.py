@@ -25,11 +25,12 @@ vectors.
 import contextlib
 import dataclasses
 import functools
+import io
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformers import TrainingArguments
+from transformers import TrainingArguments, set_seed
 
 from .. import __version__
 from ..utils.errors import DataError, UsageError
@@ -119,6 +120,17 @@ def similarity_evaluator(pairs, name: str):
     )
 
 
+def pick_card_examples(encoder, pairs, seed: int) -> None:
+    """sentence-transformers' model-card examples, picked from `pairs` by its own `set_widget_examples` (seeded by
+    the run's seed, as the trainer seeds before it picks them) before the trainer would pick them, without the
+    progress bar it draws while picking (it ignores `--disable_tqdm` and leaves a stray line in logs). Only that
+    call's direct writes to stderr are dropped; logging keeps its own stream and errors still raise."""
+    if not encoder.model_card_data.widget:
+        set_seed(seed)
+        with contextlib.redirect_stderr(io.StringIO()):
+            encoder.model_card_data.set_widget_examples(pairs)
+
+
 @contextlib.contextmanager
 def removing_if_left_empty(directory: Path, main_process: bool):
     """Removes `directory` on leaving (also on Ctrl-C or an error) when it did not exist on entering and nothing was
@@ -192,6 +204,7 @@ def train_sentence_embedding(
         logger.info(f"encoder: {' -> '.join(type(module).__name__ for module in encoder)}")
     # sentence-transformers' trainer makes `eval/` in the output directory for its evaluator's files, which
     # `write_csv=False` leaves empty: a run that made it removes it when it is still empty.
+    pick_card_examples(encoder, pairs["validation"], training_args.seed)
     with removing_if_left_empty(Path(training_args.output_dir) / "eval", run.main_process):
         trainer = run.trainer(
             SentenceTransformerTrainer,
