@@ -202,9 +202,9 @@ def train_sentence_embedding(
         counts = ", ".join(f"{len(data):,} {split}" for split, data in pairs.items())
         logger.info(f"sentence vectors of {options.model_name_or_path} on {description}: {counts} pairs")
         logger.info(f"encoder: {' -> '.join(type(module).__name__ for module in encoder)}")
+    pick_card_examples(encoder, pairs["validation"], training_args.seed)
     # sentence-transformers' trainer makes `eval/` in the output directory for its evaluator's files, which
     # `write_csv=False` leaves empty: a run that made it removes it when it is still empty.
-    pick_card_examples(encoder, pairs["validation"], training_args.seed)
     with removing_if_left_empty(Path(training_args.output_dir) / "eval", run.main_process):
         trainer = run.trainer(
             SentenceTransformerTrainer,
