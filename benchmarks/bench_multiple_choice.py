@@ -4,13 +4,14 @@ and the untrained model (`--do_eval` alone: the new head scores the choices as i
 wall time and peak memory, on People's Daily questions in C3's layout (`hf_roformer.apps.people_daily_sets`: the
 answer entity among up to three other entities of its kind in the document, 2 to 4 choices).
 
-    python benchmarks/bench_multiple_choice.py                         # 400 training, 200 held-out questions
-    python benchmarks/bench_multiple_choice.py --train 64 --validation 32 --epochs 1 --output NAME
+    python benchmarks/bench_multiple_choice.py     # the page's paragraphs: 960 training, 200 held-out questions
+    python benchmarks/bench_multiple_choice.py --min_chars 500 --max_chars 3000 --train 400 --max_seq_length 512 \
+        --batch_size 4 --output multiple_choice_documents_cpu    # whole documents, cut at 512 tokens
 
-Each choice is the pair (document, question and choice) cut at `--max_seq_length` (the page's 512 tokens, about 500
-characters): a document longer than that loses its end, and with it the answer's context for some questions. Each run
-is the command in a fresh process (its own peak resident memory and CPU time). Results:
-benchmarks/results/multiple_choice_cpu.{json,md}.
+By default the documents are the page's paragraphs of 80 to 160 characters, so every choice (paragraph, question and
+choice) is read whole at 256 tokens; documents longer than `--max_seq_length` lose their end, and with it the
+answer's context for some questions. Each run is the command in a fresh process (its own peak resident memory and CPU
+time). Results: benchmarks/results/multiple_choice_cpu.{json,md}.
 """
 
 import argparse
@@ -49,12 +50,16 @@ def run(work: Path, name: str, flags: list[str], label: str, arguments: list[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train", type=int, default=400, help="training questions")
-    parser.add_argument("--validation", type=int, default=200, help="held-out questions")
+    parser.add_argument(
+        "--train", type=int, default=960, help="training questions asked (those with a second choice are kept)"
+    )
+    parser.add_argument("--validation", type=int, default=200, help="held-out questions asked")
+    parser.add_argument("--min_chars", type=int, default=80, help="shortest document, in characters")
+    parser.add_argument("--max_chars", type=int, default=160, help="longest document, in characters")
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--learning_rate", type=float, default=5e-4)
-    parser.add_argument("--batch_size", type=int, default=4)
-    parser.add_argument("--max_seq_length", type=int, default=512)
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--max_seq_length", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", default="multiple_choice_cpu", help="results file name")
     args = parser.parse_args()
@@ -68,7 +73,10 @@ def main() -> None:
     ]  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        files = write_people_daily_sets(work / "people-daily", train=args.train, validation=args.validation)
+        files = write_people_daily_sets(
+            work / "people-daily", train=args.train, validation=args.validation, min_chars=args.min_chars,
+            max_chars=args.max_chars,
+        )  # fmt: skip
         arguments = [
             "--train_file", str(files["c3-train.json"]), "--validation_file", str(files["c3-dev.json"]),
             "--max_seq_length", str(args.max_seq_length), "--per_device_eval_batch_size", str(args.batch_size),
@@ -90,8 +98,9 @@ def main() -> None:
     markdown = (
         f"# Multiple choice trained by `finetune multiple-choice` ({machine['date']})\n\n{machine['cpu']}, "
         f"{args.threads} thread(s), torch {machine['torch']}, transformers {machine['transformers']}; `{MODEL}`, "
-        f"People's Daily questions in C3's layout: {questions['train']} training, {questions['dev']} held-out "
-        f"(those with at least one other entity of the answer's kind), `{' '.join(training)} --max_seq_length "
+        f"People's Daily questions in C3's layout over documents of {args.min_chars} to {args.max_chars} characters: "
+        f"{questions['train']} training, {questions['dev']} held-out (those with at least one other entity of the "
+        f"answer's kind); a new head reads each choice's first token; `{' '.join(training)} --max_seq_length "
         f"{args.max_seq_length}`; held-out accuracy, chance the mean of 1 / choices; wall and CPU time and peak "
         f"memory of the training command; load average (1 min) before -> after training.\n\n{table}"
     )

@@ -608,8 +608,12 @@ def test_saved_trained_length_is_the_longest_training_input(tiny_checkpoint, tmp
 @pytest.mark.parametrize(
     ("head", "model_class", "outputs"),
     [
-        (multiple_choice_head, hf_roformer.HfRoFormerForMultipleChoice, "one score a choice"),
-        (question_answering_head, hf_roformer.HfRoFormerForQuestionAnswering, "a start and an end score a token"),
+        (
+            multiple_choice_head,
+            hf_roformer.HfRoFormerForMultipleChoice,
+            ("one score a choice", ", read at its first token ([CLS]; summary_type 'first')"),
+        ),
+        (question_answering_head, hf_roformer.HfRoFormerForQuestionAnswering, ("a start and an end score a token", "")),
     ],
     ids=["multiple-choice", "question-answering"],
 )
@@ -621,8 +625,9 @@ def test_heads_that_score_choices_or_spans_are_described_by_what_they_give(head,
     head = head()
     model = model_class(tiny_config())
     prefix = head.weight_prefixes[0]
+    outputs, new_head_note = outputs
     new = {"missing_keys": [f"{prefix}weight", f"{prefix}bias"], "unexpected_keys": ["cls.predictions.bias"]}
     assert describe_head(model, new, head) == [
-        (logging.INFO, f"new {head.name} head: {outputs}; the checkpoint's masked-LM head goes unused")
+        (logging.INFO, f"new {head.name} head: {outputs}{new_head_note}; the checkpoint's masked-LM head goes unused")
     ]
     assert describe_head(model, {}, head) == [(logging.INFO, f"{head.name} head from the checkpoint: {outputs}")]

@@ -4,6 +4,7 @@ run's predictions."""
 
 import csv
 import json
+import logging
 from pathlib import Path
 
 import datasets
@@ -16,7 +17,14 @@ from transformers import AutoTokenizer
 import hf_roformer
 import hf_roformer_cli
 from hf_roformer.training.choice_files import read_multiple_choice_file
-from hf_roformer.training.tasks.multiple_choice import ChoiceInputs, choice_labels, choice_loss, predicted_choices
+from hf_roformer.training.finetune import configure_new_head
+from hf_roformer.training.tasks.multiple_choice import (
+    ChoiceInputs,
+    choice_labels,
+    choice_loss,
+    multiple_choice_head,
+    predicted_choices,
+)
 from hf_roformer.utils.errors import DataError
 
 
@@ -120,12 +128,42 @@ def test_a_question_scores_the_same_whatever_the_number_of_stand_in_choices():
     torch.testing.assert_close(scores[0], scores[1], rtol=0, atol=1e-6)
 
 
+def tiny_choice_model(**config) -> hf_roformer.HfRoFormerForMultipleChoice:
+    """A small random multiple-choice model."""
+    torch.manual_seed(0)
+    config = hf_roformer.HfRoFormerConfig(
+        vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, **config
+    )
+    return hf_roformer.HfRoFormerForMultipleChoice(config).eval()
+
+
+@pytest.mark.parametrize("summary_type, position", [(None, -1), ("last", -1), ("first", 0)])
+def test_each_choice_is_scored_at_the_position_summary_type_names(summary_type, position):
+    model = tiny_choice_model(**({} if summary_type is None else {"summary_type": summary_type}))
+    ids = torch.randint(1, 50, (2, 3, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        hidden = model.roformer(ids.view(6, 9)).last_hidden_state
+        logits = model(ids).logits
+    torch.testing.assert_close(logits, model.classifier(hidden[:, position]).view(2, 3), rtol=0, atol=1e-6)
+
+
+def test_a_first_token_score_does_not_depend_on_padding():
+    model = tiny_choice_model(summary_type="first")
+    ids = torch.randint(1, 50, (1, 2, 7), generator=torch.Generator().manual_seed(0))
+    padded = torch.cat([ids, torch.zeros(1, 2, 5, dtype=torch.long)], dim=-1)
+    mask = (padded != 0).long()
+    with torch.no_grad():
+        alone, with_padding = model(ids).logits, model(padded, attention_mask=mask).logits
+    torch.testing.assert_close(with_padding, alone, rtol=0, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def tiny_chinese_checkpoint(tmp_path_factory):
     return save_tiny_chinese_checkpoint(tmp_path_factory.mktemp("mc_checkpoint"))
 
 
-def test_run_with_unequal_choice_counts_writes_predictions(tiny_chinese_checkpoint, tmp_path):
+def test_run_with_unequal_choice_counts_writes_predictions(tiny_chinese_checkpoint, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="hf_roformer")
     train, validation = write_c3(tmp_path / "train.json", C3 * 1), write_c3(tmp_path / "dev.json")
     unlabelled = json.loads(json.dumps(C3))
     for document in unlabelled:
@@ -140,6 +178,9 @@ def test_run_with_unequal_choice_counts_writes_predictions(tiny_chinese_checkpoi
         "--learning_rate", "1e-3", "--use_cpu", "--disable_tqdm", "true", "--save_strategy", "no",
         "--eval_strategy", "no",
     ])  # fmt: skip
+    assert "new multiple-choice head: one score a choice, read at its first token ([CLS]; summary_type 'first')" in (
+        caplog.text
+    )
     lines = [json.loads(line) for line in (output / "test_predictions.json").read_text().splitlines()]
     questions = read_multiple_choice_file(validation, need_labels=True)
     assert [line["id"] for line in lines] == questions["id"]
@@ -149,6 +190,24 @@ def test_run_with_unequal_choice_counts_writes_predictions(tiny_chinese_checkpoi
     correct = np.mean([line["label"] == label for line, label in zip(lines, questions["label"], strict=True)])
     assert metrics["eval_accuracy"] == pytest.approx(correct)
     assert (output / "model.safetensors").exists() and "test_accuracy" not in metrics
+    assert json.loads((output / "config.json").read_text())["summary_type"] == "first"  # a new head reads [CLS]
+
+
+def test_a_checkpoints_own_head_keeps_the_position_it_was_trained_at(tiny_chinese_checkpoint, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="hf_roformer")
+    trained_at_last = tmp_path / "last"
+    model = hf_roformer.HfRoFormerForMultipleChoice.from_pretrained(tiny_chinese_checkpoint)
+    model.save_pretrained(trained_at_last)  # no summary_type: the last position, as in transformers' RoFormer
+    AutoTokenizer.from_pretrained(tiny_chinese_checkpoint).save_pretrained(trained_at_last)
+    train, validation = write_c3(tmp_path / "train.json"), write_c3(tmp_path / "dev.json")
+    output = tmp_path / "out"
+    hf_roformer_cli.run([
+        "finetune", "multiple-choice", "--model", str(trained_at_last), "--train_file", str(train),
+        "--validation_file", str(validation), "--output_dir", str(output), "--max_seq_length", "32",
+        "--max_steps", "1", "--use_cpu", "--disable_tqdm", "true", "--save_strategy", "no",
+    ])  # fmt: skip
+    assert "summary_type" not in json.loads((output / "config.json").read_text())
+    assert "multiple-choice head from the checkpoint: one score a choice" in caplog.text
 
 
 def test_bad_question_is_refused_before_anything_is_written(tiny_chinese_checkpoint, tmp_path):
@@ -162,3 +221,24 @@ def test_bad_question_is_refused_before_anything_is_written(tiny_chinese_checkpo
             "--validation_file", str(validation), "--output_dir", str(output), "--use_cpu",
         ])  # fmt: skip
     assert not output.exists()
+
+
+@pytest.mark.parametrize("saved, expected", [({"summary_type": "first"}, "first"), ({}, None)])
+def test_a_resumed_training_keeps_the_position_its_checkpoint_was_trained_at(saved, expected, tmp_path):
+    """A run begun by a release whose new heads read the last position resumes reading it."""
+    checkpoint = tmp_path / "checkpoint-4"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "hf_roformer", **saved}))
+    model = tiny_choice_model()
+    new_head = {"missing_keys": ["classifier.weight", "classifier.bias"]}
+    configure_new_head(model, new_head, multiple_choice_head(), resumed_from=checkpoint)
+    assert getattr(model.config, "summary_type", None) == expected
+    configure_new_head(model, new_head, multiple_choice_head())  # a fresh start
+    assert model.config.summary_type == "first"
+
+
+def test_a_summary_type_the_user_sets_is_kept():
+    model = tiny_choice_model(summary_type="last")
+    new_head = {"missing_keys": ["classifier.weight", "classifier.bias"]}
+    configure_new_head(model, new_head, multiple_choice_head(), overrides={"summary_type": "last"})
+    assert model.config.summary_type == "last"

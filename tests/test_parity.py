@@ -104,6 +104,16 @@ def test_head_matches_transformers_roformer(head, rotary_value, padded, batch, t
         assert actual.loss is not None and torch.isfinite(actual.loss)
 
 
+@pytest.mark.parametrize("summary_type", ["first", "last"])
+def test_multiple_choice_reads_the_position_transformers_summary_type_names(summary_type, batch, tmp_path):
+    reference, ours = load_pair("ForMultipleChoice", tmp_path, summary_type=summary_type)
+    inputs = head_inputs("ForMultipleChoice", batch)  # the second row is right-padded: its last token is padding
+    with torch.no_grad():
+        expected, actual = reference(**inputs), ours(**inputs)
+    assert ours.config.summary_type == summary_type
+    assert_outputs_equal(expected, actual)
+
+
 @pytest.mark.parametrize("problem_type", ["regression", "multi_label_classification"])
 def test_sequence_classification_problem_types(problem_type, batch, tmp_path):
     num_labels = 1 if problem_type == "regression" else 3

@@ -198,6 +198,9 @@ FIELD_RULES: dict[str, FieldRule] = {
         lambda value: value is None or is_float_dtype(getattr(torch, value, None) if isinstance(value, str) else value),
     ),
     "problem_type": one_of(None, "regression", "single_label_classification", "multi_label_classification"),
+    # transformers' sequence-summary key, as its RoFormer reads it: the position the multiple-choice head scores
+    # ("last" when absent; the values that head supports).
+    "summary_type": one_of("last", "first"),
     # Not fields: properties that take their values from keyword arguments.
     "num_labels": integer(1),
     "output_attentions": BOOL,
@@ -318,6 +321,8 @@ class HfRoFormerConfig(PreTrainedConfig):
         classifier_pooling: How `HfRoFormerForSequenceClassification` summarizes a sequence: "cls" (the first token,
             then dense + activation, as transformers' RoFormer) or "mean" (masked mean of all tokens, then one linear
             layer, the original CAIL2019-SCM recipe).
+        summary_type (keyword, stored only when given): Which position `HfRoFormerForMultipleChoice` scores a choice
+            from: "last" (also when absent, as transformers' RoFormer reads its configs) or "first" (the [CLS] token).
         padding_free: How padded batches attend: "auto" packs the real tokens of every row into one row after the
             embeddings and attends per sequence only where that measured faster (a variable-length kernel: flash
             backends, or SDPA on CUDA in half precision without attention dropout; rows of at least 2,048 tokens, at

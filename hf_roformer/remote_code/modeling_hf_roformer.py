@@ -520,14 +520,14 @@ class HfRoFormerForSequenceClassification(HfRoFormerTaskModel):
 class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
     """RoFormer scoring each of several candidate sequences; inputs are `(batch, num_choices, seq_len)`.
 
-    Each choice is scored from the hidden state at its last position, as transformers' `RoFormerForMultipleChoice`
-    does (its sequence summary defaults to "last"), so checkpoints trained with it keep their meaning.
+    Each choice is scored from the hidden state at the position `config.summary_type` names, read as transformers'
+    `RoFormerForMultipleChoice` reads it: "last" (also when the config has none, so checkpoints trained with
+    transformers' class keep their meaning) or "first" (the [CLS] token, real in every right-padded choice).
     """
 
     _auto_class = "AutoModelForMultipleChoice"
     pipeline_tag = "multiple-choice"
     output_type = MultipleChoiceModelOutput
-    read_positions = (-1,)
     scores_choices = True
 
     def __init__(self, config: HfRoFormerConfig):
@@ -535,9 +535,20 @@ class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
+    @property
+    def scored_position(self) -> int:
+        """The position a choice is scored from (read from the config at every forward, so it may be set after
+        loading)."""
+        return 0 if getattr(self.config, "summary_type", "last") == "first" else -1
+
+    @property
+    def read_positions(self) -> tuple[int, ...]:
+        """The scored position, which may be padding (the last one of a right-padded choice)."""
+        return (self.scored_position,)
+
     def logits(self, sequence_output, attention_mask):
-        """One score per choice, from its last position."""
-        return self.classifier(sequence_output[:, -1])
+        """One score per choice, from its scored position."""
+        return self.classifier(sequence_output[:, self.scored_position])
 
     def loss(self, logits, labels, **kwargs):
         """Cross-entropy over the choices; `labels` is the correct choice's index (a sum over the Trainer's

@@ -23,6 +23,7 @@ only; the command line prints them.
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import math
 from collections.abc import Callable
@@ -150,23 +151,50 @@ def load_model(model_source: ModelSource, model_options: ModelOptions, seed: int
         )
 
 
+def head_is_new(info: dict | None, head: Head) -> bool:
+    """Whether loading gave the model a new head: its weights were missing from the checkpoint or of another shape
+    (`info`: the load report; None for a model built from scratch, whose weights are all new)."""
+    if info is None:
+        return True
+    missing = [str(key) for key in info.get("missing_keys") or []]
+    mismatched = [str(key[0] if isinstance(key, tuple) else key) for key in info.get("mismatched_keys") or []]
+    return any(key.startswith(head.weight_prefixes) for key in missing + mismatched)
+
+
+def configure_new_head(
+    model, info: dict | None, head: Head, resumed_from: Path | None = None, overrides: dict | None = None
+) -> None:
+    """Set the task's `new_head_config` on the model's configuration when its head is new (saved with the model),
+    except the keys the user's `overrides` set; a head the checkpoint brought keeps the configuration it was trained
+    with, and so does a training resumed from `resumed_from` (the values its saved config holds, none where it holds
+    none: a run begun by an earlier release)."""
+    if not head_is_new(info, head):
+        return
+    settings = {key: value for key, value in head.new_head_config.items() if key not in (overrides or {})}
+    saved_config = Path(resumed_from) / "config.json" if resumed_from is not None else None
+    if settings and saved_config is not None and saved_config.is_file():
+        saved = json.loads(saved_config.read_text(encoding="utf-8"))
+        settings = {key: saved[key] for key in settings if key in saved}
+    for key, value in settings.items():
+        setattr(model.config, key, value)
+
+
 def describe_head(model, info: dict, head: Head) -> list[tuple[int, str]]:
     """What loading the checkpoint into the model with the task's head did, as (log level, message) lines: a new head
     (the usual case when starting from a pre-trained encoder; the checkpoint's masked-LM head then goes unused), the
     head of a fine-tuned checkpoint, and, as a warning, any encoder weight the checkpoint lacked."""
     missing = sorted(str(key) for key in info.get("missing_keys") or [])
     unused = sorted(str(key) for key in info.get("unexpected_keys") or [] if "embed_positions" not in str(key))
-    mismatched = sorted(str(key[0] if isinstance(key, tuple) else key) for key in info.get("mismatched_keys") or [])
-    new_head = [key for key in missing if key.startswith(head.weight_prefixes)]
     lines = []
     labels = model.config.num_labels
     names = head.label_names
     listed = f" ({', '.join(map(str, names))})" if names and len(names) <= 8 else ""
     regression = labels == 1 and model.config.problem_type == "regression"
     kind = head.outputs or ("regression" if regression else f"{counted(labels, 'label')}{listed}")
-    if new_head or any(key.startswith(head.weight_prefixes) for key in mismatched):
+    if head_is_new(info, head):
         unused_heads = sorted({HEAD_NAMES.get(key.split(".")[0], key.split(".")[0] + ".*") for key in unused})
-        note = f"; the checkpoint's {' and '.join(unused_heads)} head goes unused" if unused_heads else ""
+        note = f", {head.new_head_note}" if head.new_head_note else ""
+        note += f"; the checkpoint's {' and '.join(unused_heads)} head goes unused" if unused_heads else ""
         lines.append((logging.INFO, f"new {head.name} head: {kind}{note}"))
     else:
         lines.append((logging.INFO, f"{head.name} head from the checkpoint: {kind}"))
@@ -285,6 +313,7 @@ def fine_tune(
 
     start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
     model, info = load_model(weights_source, load_options, training_args.seed, task.head)
+    configure_new_head(model, info, task.head, resumed_from=checkpoint, overrides=load_options.config_overrides)
     run.begin(__version__)
     lengths = {split: input_lengths(data) for split, data in encoded.items()}
     every_length = [length for split_lengths in lengths.values() for length in split_lengths]

@@ -31,7 +31,8 @@ class Head:
     name its weights (those a pre-trained encoder lacks), `name` says what it is in messages, `pipeline_tag` is the
     pipeline task of the trained model (its card's), `label_names` its classes (None: a score), `outputs` what a head
     without classes gives, said in messages instead of a count of labels (the config's `num_labels` means nothing
-    for a head that scores spans or choices)."""
+    for a head that scores spans or choices). `new_head_config` holds configuration values a new head gets (a
+    checkpoint that brings this head keeps its own), `new_head_note` what they mean, for the run summary."""
 
     auto_class: type
     config: dict
@@ -40,6 +41,8 @@ class Head:
     pipeline_tag: str
     label_names: tuple[str, ...] | None = None
     outputs: str | None = None
+    new_head_config: dict = field(default_factory=dict)
+    new_head_note: str | None = None
 
 
 class Inputs(Protocol):

@@ -2,8 +2,9 @@
 and choice), scored by the multiple-choice head; the metric is accuracy; predictions go to `test_predictions.json`.
 
 Questions with fewer choices than the most any question has get empty stand-in choices that never count: the loss
-(the Trainer's `compute_loss_func`, `choice_loss`) and the predictions ignore them. Every choice is padded to
-`max_length`, because the head reads the last position: a choice's score then does not depend on the batch it is in.
+(the Trainer's `compute_loss_func`, `choice_loss`) and the predictions ignore them. A new head reads each choice's
+first token; one a checkpoint brings may read the last position (transformers' RoFormer default), so every choice is
+padded to `max_length`: a choice's score then does not depend on the batch it is in, whichever position is read.
 """
 
 import json
@@ -89,7 +90,9 @@ class ChoiceInputs:
 
 
 def multiple_choice_head() -> Head:
-    """The multiple-choice head: one score a choice."""
+    """The multiple-choice head: one score a choice. A new head scores each choice from its first token ([CLS]); at
+    the last position (transformers' RoFormer default, which a checkpoint with this head keeps) a right-padded choice
+    is scored from a padding token, and the shipped checkpoint learned far less (docs/reading-comprehension.md)."""
     return Head(
         auto_class=AutoModelForMultipleChoice,
         config={},
@@ -97,6 +100,8 @@ def multiple_choice_head() -> Head:
         name="multiple-choice",
         pipeline_tag="multiple-choice",
         outputs="one score a choice",
+        new_head_config={"summary_type": "first"},
+        new_head_note="read at its first token ([CLS]; summary_type 'first')",
     )
 
 
