@@ -19,6 +19,7 @@ import hf_roformer_cli
 from hf_roformer.training.choice_files import read_multiple_choice_file
 from hf_roformer.training.finetune import configure_new_head
 from hf_roformer.training.tasks.multiple_choice import (
+    ChoiceCollator,
     ChoiceInputs,
     choice_labels,
     choice_loss,
@@ -120,9 +121,10 @@ def test_a_question_scores_the_same_whatever_the_number_of_stand_in_choices():
     model = hf_roformer.HfRoFormerForMultipleChoice(config).eval()
     scores = []
     for slots in (2, 4):
-        encoded = ChoiceInputs(slots).encode(data, tokenizer, 24, False)
+        encoded = ChoiceInputs(slots).encode(data, tokenizer, 24, False).remove_columns("truncated")
         assert encoded["labels"] == [choice_labels(1, 2, slots)]
-        batch = {name: torch.tensor(encoded[name]) for name in ("input_ids", "token_type_ids", "attention_mask")}
+        batch = ChoiceCollator(tokenizer)(list(encoded))
+        assert batch.pop("labels").tolist() == [choice_labels(1, 2, slots)]
         with torch.no_grad():
             scores.append(model(**batch).logits[0, :2])
     torch.testing.assert_close(scores[0], scores[1], rtol=0, atol=1e-6)
@@ -155,6 +157,36 @@ def test_a_first_token_score_does_not_depend_on_padding():
     with torch.no_grad():
         alone, with_padding = model(ids).logits, model(padded, attention_mask=mask).logits
     torch.testing.assert_close(with_padding, alone, rtol=0, atol=1e-6)
+
+
+QUESTIONS = datasets.Dataset.from_dict(
+    {
+        "id": ["short", "long"],
+        "context": ["张三去了北京。", "李四昨天从上海坐火车去了南京，今天回来了。"],
+        "question": ["张三去了哪里？", "李四去了哪里？"],
+        "choices": [["上海", "北京"], ["北京", "南京", "杭州"]],
+        "label": [1, 1],
+    }
+)
+
+
+@pytest.mark.parametrize("summary_type, width", [("first", "longest"), ("last", 40), (None, 40)])
+def test_choices_are_padded_to_their_batchs_longest_unless_the_head_reads_the_last_position(summary_type, width):
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_roformer.pretrained_checkpoint()))
+    inputs = ChoiceInputs(3)
+    encoded = inputs.encode(QUESTIONS, tokenizer, 40, False).remove_columns("truncated")
+    lengths = [[len(ids) for ids in question] for question in encoded["input_ids"]]
+    assert max(lengths[0]) < max(lengths[1]) < 40  # encoded unpadded
+    config = hf_roformer.HfRoFormerConfig(**({} if summary_type is None else {"summary_type": summary_type}))
+    collate = inputs.collator(tokenizer, config, 40)
+    expected = max(lengths[1]) if width == "longest" else width
+    batch = collate(list(encoded))
+    assert batch["input_ids"].shape == (2, 3, expected)
+    assert batch["attention_mask"].sum(-1).tolist() == lengths
+    assert batch["labels"].tolist() == encoded["labels"]
+    unlabelled = collate(list(encoded.remove_columns("labels")))  # a test split
+    assert "labels" not in unlabelled
+    torch.testing.assert_close(unlabelled["input_ids"], batch["input_ids"], rtol=0, atol=0)
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +274,23 @@ def test_a_summary_type_the_user_sets_is_kept():
     new_head = {"missing_keys": ["classifier.weight", "classifier.bias"]}
     configure_new_head(model, new_head, multiple_choice_head(), overrides={"summary_type": "last"})
     assert model.config.summary_type == "last"
+
+
+def test_padding_each_batch_to_its_longest_trains_and_scores_as_padding_to_max_seq_length(
+    tiny_chinese_checkpoint, tmp_path
+):
+    """Dropout is off in the tiny checkpoint: the two paddings differ only in the order of float sums."""
+    train, validation = write_c3(tmp_path / "train.json"), write_c3(tmp_path / "dev.json")
+    results = []
+    for padding in ([], ["--pad_to_max_length"]):
+        output = tmp_path / f"out{len(padding)}"
+        metrics = hf_roformer_cli.run([
+            "finetune", "multiple-choice", "--model", str(tiny_chinese_checkpoint), "--train_file", str(train),
+            "--validation_file", str(validation), "--output_dir", str(output), "--max_seq_length", "64",
+            "--num_train_epochs", "4", "--per_device_train_batch_size", "2", "--learning_rate", "1e-2",
+            "--per_device_eval_batch_size", "2", "--use_cpu", "--disable_tqdm", "true", "--save_strategy", "no",
+            "--eval_strategy", "no", *padding,
+        ])  # fmt: skip
+        results.append(metrics)
+    assert results[1]["eval_loss"] == pytest.approx(results[0]["eval_loss"], rel=1e-5, abs=0)
+    assert results[1]["eval_accuracy"] == results[0]["eval_accuracy"]

@@ -40,8 +40,9 @@ class LengthSortedSampler(Sampler):
 
 
 def example_lengths(dataset, column: str = "input_ids") -> list[int]:
-    """The token count of every example of a tokenized dataset."""
-    return [len(ids) for ids in dataset[column]]
+    """The token count of every example of a tokenized dataset: of its longest sequence when it holds several (the
+    choices of a multiple-choice question)."""
+    return [max(map(len, ids)) if ids and isinstance(ids[0], list) else len(ids) for ids in dataset[column]]
 
 
 # A pass's fixed work (its operator calls, per layer and direction), counted as padded tokens: a split must save more

@@ -344,7 +344,7 @@ def fine_tune(
         train_dataset=encoded["train"],
         eval_dataset=encoded[first_evaluation],
         processing_class=tokenizer,
-        data_collator=task.inputs.collator(tokenizer),
+        data_collator=task.inputs.collator(tokenizer, model.config, model_options.max_seq_length),
         compute_metrics=task.metrics_for(first_evaluation),
         compute_loss_func=task.loss,
         preprocess_logits_for_metrics=task.preprocess_logits,

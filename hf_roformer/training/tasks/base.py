@@ -54,8 +54,9 @@ class Inputs(Protocol):
     def encode(self, data: datasets.Dataset, tokenizer, max_length: int, pad_to_max_length: bool) -> datasets.Dataset:
         """The model inputs of one split, with a `truncated` column (whether the length limit cut an example)."""
 
-    def collator(self, tokenizer) -> Callable:
-        """What batches the encoded examples (padding)."""
+    def collator(self, tokenizer, config, max_length: int) -> Callable:
+        """What batches the encoded examples (padding) for the model `config` configures, trained at inputs of at most
+        `max_length` tokens."""
 
 
 @dataclass

@@ -3,8 +3,9 @@ and choice), scored by the multiple-choice head; the metric is accuracy; predict
 
 Questions with fewer choices than the most any question has get empty stand-in choices that never count: the loss
 (the Trainer's `compute_loss_func`, `choice_loss`) and the predictions ignore them. A new head reads each choice's
-first token; one a checkpoint brings may read the last position (transformers' RoFormer default), so every choice is
-padded to `max_length`: a choice's score then does not depend on the batch it is in, whichever position is read.
+first token, whose score does not depend on the padding after it, so every choice of a batch is padded to the batch's
+longest (`ChoiceCollator`); a head that a checkpoint brings may read the last position (transformers' RoFormer
+default), and its choices are padded to `max_length`, so that a choice's score does not depend on the batch it is in.
 """
 
 import json
@@ -14,7 +15,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 import torch
-from transformers import AutoModelForMultipleChoice, default_data_collator
+from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice
 
 from ..choice_files import read_multiple_choice_file
 from .base import Head, SampleLimits, Task, limited
@@ -55,8 +56,26 @@ def predicted_choices(logits: np.ndarray, counts: list[int]) -> np.ndarray:
     return np.where(slots[None, :] < np.asarray(counts)[:, None], logits, -np.inf).argmax(-1)
 
 
+class ChoiceCollator:
+    """Batches of questions, every choice padded to the longest of the batch, or to `max_length` when given, with
+    `labels` where the split has answers. transformers' `DataCollatorForMultipleChoice` pads; it needs labels, which a
+    test split lacks, so a batch without them gets stand-ins that are dropped again."""
+
+    def __init__(self, tokenizer, max_length: int | None = None):
+        padding = "longest" if max_length is None else "max_length"
+        self.pad = DataCollatorForMultipleChoice(tokenizer, padding=padding, max_length=max_length)
+
+    def __call__(self, questions: list[dict]) -> dict[str, torch.Tensor]:
+        """The tensors of `questions` (encoded by `ChoiceInputs`): (questions, slots, tokens) and `labels`."""
+        if "labels" in questions[0]:
+            return self.pad(questions)
+        batch = self.pad([{**question, "labels": 0} for question in questions])
+        del batch["labels"]
+        return batch
+
+
 class ChoiceInputs:
-    """Every question as `slots` pairs (context, question + choice), each padded to `max_length` tokens."""
+    """Every question as `slots` pairs (context, question + choice)."""
 
     def __init__(self, slots: int):
         self.slots = slots
@@ -65,14 +84,16 @@ class ChoiceInputs:
         """Nothing beyond the run's own check: pairs are truncated longest first."""
 
     def encode(self, data: datasets.Dataset, tokenizer, max_length: int, pad_to_max_length: bool) -> datasets.Dataset:
-        """`input_ids` etc. of shape (slots, max_length) per question, `labels` (`choice_labels`) where the split has
-        answers, and `truncated`: whether a choice was cut."""
+        """`input_ids` etc. of `slots` choices per question, each of at most `max_length` tokens (padded to it with
+        `pad_to_max_length`), `labels` (`choice_labels`) where the split has answers, and `truncated`: whether a
+        choice was cut."""
         firsts, seconds, rows = [], [], list(data)
         for row in rows:
             choices = row["choices"] + [""] * (self.slots - len(row["choices"]))
             firsts += [row["context"]] * self.slots
             seconds += [f"{row['question']} {choice}".strip() for choice in choices]
-        encoded = tokenizer(firsts, seconds, truncation=True, max_length=max_length, padding="max_length")
+        padding = "max_length" if pad_to_max_length else False
+        encoded = tokenizer(firsts, seconds, truncation=True, max_length=max_length, padding=padding)
         lengths = tokenizer(firsts, seconds)["input_ids"]
         columns = {
             name: [values[i : i + self.slots] for i in range(0, len(values), self.slots)]
@@ -84,9 +105,12 @@ class ChoiceInputs:
             columns["labels"] = [choice_labels(row["label"], len(row["choices"]), self.slots) for row in rows]
         return datasets.Dataset.from_dict(columns)
 
-    def collator(self, tokenizer):
-        """Tensors of the already padded choices."""
-        return default_data_collator
+    def collator(self, tokenizer, config, max_length: int) -> ChoiceCollator:
+        """Choices padded to their batch's longest when the head reads each choice's first token, else (the last
+        position, `summary_type` "last" or absent) to `max_length`, where the last position is the same in every
+        batch."""
+        reads_first = getattr(config, "summary_type", "last") == "first"
+        return ChoiceCollator(tokenizer, max_length=None if reads_first else max_length)
 
 
 def multiple_choice_head() -> Head:
@@ -166,4 +190,11 @@ def multiple_choice_task_data(files: ChoiceFiles, limits: SampleLimits) -> Task:
     )
 
 
-__all__ = ["ChoiceFiles", "ChoiceInputs", "choice_loss", "multiple_choice_task_data", "predicted_choices"]
+__all__ = [
+    "ChoiceCollator",
+    "ChoiceFiles",
+    "ChoiceInputs",
+    "choice_loss",
+    "multiple_choice_task_data",
+    "predicted_choices",
+]

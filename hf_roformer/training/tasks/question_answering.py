@@ -126,7 +126,7 @@ class QuestionInputs:
         self.features[split] = (feature_ids, feature_offsets)
         return datasets.Dataset.from_dict(columns)
 
-    def collator(self, tokenizer):
+    def collator(self, tokenizer, config, max_length: int):
         """Batches padded to their longest window."""
         return DataCollatorWithPadding(tokenizer)
 

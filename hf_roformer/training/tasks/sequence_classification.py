@@ -40,7 +40,7 @@ class SentenceInputs:
         columns = [column for column in ("text_a", "text_b", "index") if column in data.column_names]
         return data.map(encode, batched=True, remove_columns=columns, desc="Tokenizing")
 
-    def collator(self, tokenizer):
+    def collator(self, tokenizer, config, max_length: int):
         """Batches padded to their longest example."""
         return DataCollatorWithPadding(tokenizer)
 

@@ -140,7 +140,7 @@ class EntityInputs:
                 rows["labels"].append([-100, *labels[window.start : window.stop], -100] + [-100] * padding)
         return datasets.Dataset.from_dict(rows)
 
-    def collator(self, tokenizer):
+    def collator(self, tokenizer, config, max_length: int):
         """Batches padded to their longest window (labels with -100, or -1 span rows for GlobalPointer)."""
         if self.head == GLOBAL_POINTER:
             return SpanCollator(tokenizer)
