@@ -4,6 +4,7 @@ tied head, and transformers' RoFormer checkpoints through the opt-in routing —
 (CI runs the oldest supported and the newest): the release that renamed the cache argument (5.24) made cached
 decoding silently decode each step without its past."""
 
+import itertools
 import json
 
 import pytest
@@ -159,6 +160,18 @@ SIMILAR_GOLDEN = """\
 """
 
 
+def equal_scores_in_text_order(printed: str) -> list[str]:
+    """`similar`'s output lines with each run of paraphrases that print the same score put in text order: the
+    fixture's random encoder scores every paraphrase at 1.0000, and the order of such ties is float noise that differs
+    between CPUs (seen on two AMD EPYC machines), not a property of the generation this test checks."""
+    printed_score = lambda line: line.split("\t")[0] if "\t" in line else None  # noqa: E731
+    lines = []
+    for score, run in itertools.groupby(printed.splitlines(), key=printed_score):
+        group = list(run)
+        lines += sorted(group) if score is not None else group
+    return lines
+
+
 def test_similar_gives_the_same_paraphrases_on_every_release(tmp_path, capsys):
     """`hf-roformer similar` (sampled, seed 0) on the converted RoFormer-Sim fixture prints what it printed on
     transformers 5.23, where cached UniLM generation was checked against bert4keras, on every release."""
@@ -174,4 +187,5 @@ def test_similar_gives_the_same_paraphrases_on_every_release(tmp_path, capsys):
     texts = ["今天天气很好", "我们在北京测试roformer！"]
     main(["similar", *texts, "-n", "6", "-k", "3", "--model_name_or_path", str(output), "--seed", "0",
           "--max_new_tokens", "12"])  # fmt: skip
-    assert capsys.readouterr().out == SIMILAR_GOLDEN
+    printed = capsys.readouterr().out
+    assert equal_scores_in_text_order(printed) == equal_scores_in_text_order(SIMILAR_GOLDEN), printed
