@@ -10,10 +10,12 @@ TORCH_SPEC ?= torch==2.13.0
 # setup.cfg, resolved then: a new release is tested before users meet it) and on the oldest supported release.
 TRANSFORMERS_SPEC ?= transformers>=5.17,<6
 OLDEST_TRANSFORMERS_SPEC ?= transformers==5.17.0
+OLDEST_VENV ?= .venv-oldest
 EXTRAS ?= tests
 
 .PHONY: demo test test-oldest test-slow lint bench clean
-.PHONY: test-serving bench-serving clean-serving
+.PHONY: environment environment-oldest
+.PHONY: test-serving environment-serving bench-serving clean-serving
 
 # $(call make-venv,DIRECTORY,EXTRAS): a virtual environment with torch, transformers and hf_roformer[EXTRAS]
 # (pip at its quietest: errors only).
@@ -44,7 +46,14 @@ test: $(VENV)/.installed
 # The same suite on the oldest supported transformers release, less the `user_path` tests (the README's install and
 # the documented commands as written, which resolve to the newest release; the code they run is tested here too).
 test-oldest:
-	$(MAKE) test VENV=.venv-oldest TRANSFORMERS_SPEC="$(OLDEST_TRANSFORMERS_SPEC)" MARKERS="not slow and not user_path"
+	$(MAKE) test VENV=$(OLDEST_VENV) TRANSFORMERS_SPEC="$(OLDEST_TRANSFORMERS_SPEC)" MARKERS="not slow and not user_path"
+
+# The environments alone (`.ci/run` makes them one after another: each installs this checkout in editable mode, which
+# writes hf_roformer.egg-info here).
+environment: $(VENV)/.installed
+
+environment-oldest:
+	$(MAKE) environment VENV=$(OLDEST_VENV) TRANSFORMERS_SPEC="$(OLDEST_TRANSFORMERS_SPEC)"
 
 test-slow: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -m slow
@@ -53,7 +62,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_models.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) .venv-oldest build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(DEMO_VENV) $(OLDEST_VENV) build *.egg-info .pytest_cache
 
 # The serving environment (docs/serving.md): the registry's CPU build of vLLM with the transformers releases it accepts,
 # hf_roformer and what the serving tests, the serving page and the benchmark use (pytest, sentence-transformers,
@@ -76,6 +85,8 @@ $(SERVING_VENV)/.installed: setup.cfg pyproject.toml
 	$(SERVING_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(SERVING_VENV)/bin/python -c "import transformers.image_utils, vllm"
 	touch $(SERVING_VENV)/.installed
+
+environment-serving: $(SERVING_VENV)/.installed
 
 # Real vLLM servers on 127.0.0.1 (tests/test_vllm_server.py) and docs/serving.md's blocks, in the serving environment.
 test-serving: $(SERVING_VENV)/.installed
