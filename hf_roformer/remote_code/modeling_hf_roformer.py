@@ -517,6 +517,13 @@ class HfRoFormerForSequenceClassification(HfRoFormerTaskModel):
             check_values("labels", labels, (labels >= 0) & (labels <= 1), "multi-label targets must lie in [0, 1]")
 
 
+def choice_scored_position(config: HfRoFormerConfig) -> int:
+    """The position `HfRoFormerForMultipleChoice` scores each choice from: 0 ([CLS]) for `summary_type` "first", else
+    -1, the last position (also when the config has no `summary_type`, as transformers' RoFormer reads it). Fine-tuning
+    pads choices by it: a batch's own width moves the last position, not the first."""
+    return 0 if getattr(config, "summary_type", "last") == "first" else -1
+
+
 class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
     """RoFormer scoring each of several candidate sequences; inputs are `(batch, num_choices, seq_len)`.
 
@@ -539,7 +546,7 @@ class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
     def scored_position(self) -> int:
         """The position a choice is scored from (read from the config at every forward, so it may be set after
         loading)."""
-        return 0 if getattr(self.config, "summary_type", "last") == "first" else -1
+        return choice_scored_position(self.config)
 
     @property
     def read_positions(self) -> tuple[int, ...]:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice
 
+from ...remote_code.modeling_hf_roformer import choice_scored_position
 from ..choice_files import read_multiple_choice_file
 from .base import Head, SampleLimits, Task, limited
 
@@ -109,7 +110,7 @@ class ChoiceInputs:
         """Choices padded to their batch's longest when the head reads each choice's first token, else (the last
         position, `summary_type` "last" or absent) to `max_length`, where the last position is the same in every
         batch."""
-        reads_first = getattr(config, "summary_type", "last") == "first"
+        reads_first = choice_scored_position(config) == 0
         return ChoiceCollator(tokenizer, max_length=None if reads_first else max_length)
 
 
