@@ -15,7 +15,7 @@ EXTRAS ?= tests
 
 .PHONY: demo test test-oldest test-slow lint bench clean
 .PHONY: environment environment-oldest
-.PHONY: test-serving environment-serving bench-serving clean-serving
+.PHONY: test-serving test-serving-slow environment-serving bench-serving clean-serving
 
 # $(call make-venv,DIRECTORY,EXTRAS): a virtual environment with torch, transformers and hf_roformer[EXTRAS]
 # (pip at its quietest: errors only).
@@ -44,9 +44,12 @@ test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q --durations=25 $(if $(MARKERS),-m "$(MARKERS)")
 
 # The same suite on the oldest supported transformers release, less the `user_path` tests (the README's install and
-# the documented commands as written, which resolve to the newest release; the code they run is tested here too).
+# the documented commands as written, which resolve to the newest release; the code they run is tested here too) and
+# the `launched` ones (runs of several processes, runs killed then rerun: what they train, save and resume is tested
+# here in one process).
 test-oldest:
-	$(MAKE) test VENV=$(OLDEST_VENV) TRANSFORMERS_SPEC="$(OLDEST_TRANSFORMERS_SPEC)" MARKERS="not slow and not user_path"
+	$(MAKE) test VENV=$(OLDEST_VENV) TRANSFORMERS_SPEC="$(OLDEST_TRANSFORMERS_SPEC)" \
+		MARKERS="not slow and not user_path and not launched"
 
 # The environments alone (`.ci/run` makes them one after another: each installs this checkout in editable mode, which
 # writes hf_roformer.egg-info here).
@@ -91,6 +94,10 @@ environment-serving: $(SERVING_VENV)/.installed
 # Real vLLM servers on 127.0.0.1 (tests/test_vllm_server.py) and docs/serving.md's blocks, in the serving environment.
 test-serving: $(SERVING_VENV)/.installed
 	$(SERVING_VENV)/bin/python -m pytest -q -m "not slow" tests/test_vllm_server.py tests/test_docs_serving.py
+
+# What the pinned vLLM refuses or serves wrong (docs/serving.md's limits): run when VLLM_SPEC changes.
+test-serving-slow: $(SERVING_VENV)/.installed
+	$(SERVING_VENV)/bin/python -m pytest -q -m slow tests/test_vllm_server.py
 
 bench-serving: $(SERVING_VENV)/.installed
 	$(SERVING_VENV)/bin/python benchmarks/bench_serving.py

@@ -393,6 +393,7 @@ def default_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.launched
 def test_ctrl_c_says_where_it_stopped_and_the_rerun_resumes_exactly(checkpoint, glue, tmp_path):
     """SIGINT after the first checkpoint: one line saying where, exit 130; the same command then resumes and ends with
     the weights of the run done in one go."""

@@ -789,6 +789,7 @@ convert.convert_tf_checkpoint(sys.argv[1], sys.argv[2], family="v2")
 """
 
 
+@pytest.mark.launched
 def test_interrupted_conversion_leaves_nothing_after_the_next_run(tmp_path):
     """A conversion killed (SIGKILL) while writing leaves its staging directory; the next run into the same output
     removes it (its process is gone) and converts."""
@@ -811,6 +812,7 @@ def test_interrupted_conversion_leaves_nothing_after_the_next_run(tmp_path):
     assert leftovers(tmp_path) == [] and (output / "conversion_report.json").exists()
 
 
+@pytest.mark.launched
 def test_staging_of_a_killed_but_unreaped_conversion_is_removed(tmp_path):
     """The staging directory of a conversion killed while writing is removed by the next conversion into the same
     place even while the killed process is a zombie (not reaped yet, so its process id still answers), and a

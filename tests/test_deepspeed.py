@@ -29,7 +29,10 @@ from hf_roformer.training.engine_checkpoints import engine_checkpoint_problem
 
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (pip install 'hf_roformer[distributed]')")
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="multi-process gloo runs are exercised on Linux")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="multi-process gloo runs are exercised on Linux"),
+    pytest.mark.launched,
+]
 
 
 @pytest.mark.parametrize("stage", [2, 3])

@@ -424,6 +424,7 @@ def logged_losses(output_dir: Path) -> list[float]:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is exercised on Linux")
+@pytest.mark.launched
 def test_torchrun_two_processes_matches_one_process(tiny_checkpoint, tmp_path):
     data = make_glue(tmp_path / "glue", "sst2", examples=64)
     steps = ["--max_steps", "4", "--logging_steps", "1", "--seed", "5", "--dataloader_num_workers", "0"]

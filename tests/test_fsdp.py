@@ -86,6 +86,7 @@ def sharded(tiny_checkpoint, glue, tmp_path_factory):  # noqa: F811
     return arguments, cwd / "out"
 
 
+@pytest.mark.launched
 def test_fsdp2_fine_tuning_equals_one_process(one_process, sharded):
     _, output = sharded
     assert_sharded_checkpoint(output / "checkpoint-8")  # sharded indeed: accelerate alone prepares DDP on CPU
@@ -93,6 +94,7 @@ def test_fsdp2_fine_tuning_equals_one_process(one_process, sharded):
     assert_same_weights(output, one_process, TOLERANCE)
 
 
+@pytest.mark.launched
 def test_fsdp2_model_is_an_ordinary_checkpoint_equal_to_the_sharded_one(tiny_checkpoint, glue, sharded, tmp_path):  # noqa: F811
     """The final model loads in one process (also as remote code: its auto_map names our sources, not torch's
     wrapper class), equals the last sharded checkpoint exactly, and computes the sharded model's evaluation."""
@@ -118,6 +120,7 @@ def test_fsdp2_model_is_an_ordinary_checkpoint_equal_to_the_sharded_one(tiny_che
     assert one["eval_accuracy"] == sharded_eval["eval_accuracy"]
 
 
+@pytest.mark.launched
 def test_fsdp2_run_killed_with_sigkill_resumes_exactly(sharded, tmp_path):
     """Killed inside the shard one process writes of a sharded checkpoint, then (having resumed from the checkpoint
     before it) inside the final save; the same command run again ends with the uninterrupted run's weights and
@@ -173,6 +176,7 @@ def pretrain_arguments(corpus: Path, output: Path, stages: str) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.launched
 def test_fsdp2_pretraining_with_tied_embeddings_equals_one_process(corpus, tmp_path):
     """`accelerate launch` with the shipped FSDP2 config: two stages, 8 blocks a step (4 per process), end with the
     1-process weights; the embeddings stay tied to the decoder (one FSDP group) and the checkpoints are sharded."""
@@ -275,6 +279,7 @@ torch.distributed.destroy_process_group()
 """
 
 
+@pytest.mark.launched
 def test_every_head_shards_and_computes_the_unsharded_logits_and_gradients(tmp_path):
     """Every head and layout on 2 processes (gloo): the logits and gradients of one process, and no output of a sharded
     module is a view (FSDP2's warning is an error in the script)."""

@@ -160,6 +160,7 @@ def test_a_stage_whose_outputs_are_damaged_is_redone(stage, damage, corpus, fini
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is exercised on Linux")
+@pytest.mark.launched
 def test_processes_that_would_train_alone_are_refused(tiny_checkpoint, tmp_path):  # noqa: F811
     """`torchrun --nproc_per_node 2` without `--use_cpu` on a machine without a GPU: accelerate would run each process
     alone, both writing the output directory; refused in one line before anything is written."""

@@ -200,6 +200,7 @@ def kill_points(seed: int) -> list[str]:
 KILL_SEED = int(os.environ.get("HF_ROFORMER_KILL_SEED", "0"))
 
 
+@pytest.mark.launched
 def test_killed_fine_tuning_resumes_to_the_uninterrupted_result(dropout_checkpoint, uninterrupted, tmp_path):
     data, whole = uninterrupted
     output = tmp_path / "out"
@@ -230,6 +231,7 @@ PRETRAIN = [
 ]  # fmt: skip
 
 
+@pytest.mark.launched
 def test_killed_pre_training_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
     documents = peoples_daily_documents()
     (tmp_path / "train.txt").write_text("\n".join(documents[:300]) + "\n", encoding="utf-8")

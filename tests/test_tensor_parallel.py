@@ -116,6 +116,7 @@ def build_jobs(directory) -> tuple[list[dict], dict]:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is exercised on Linux")
+@pytest.mark.launched
 def test_tensor_parallel_loading_gives_every_heads_outputs(tmp_path):
     jobs, expected = build_jobs(tmp_path / "models")
     torch.save(jobs, tmp_path / "jobs.pt")

