@@ -371,7 +371,8 @@ def test_a_trained_sentence_encoder_serves_the_vectors_sentence_transformers_giv
 
 # --- what vLLM cannot serve (docs/serving.md) ---------------------------------------------------------------------
 # These check what the pinned vLLM does (VLLM_SPEC in the Makefile), which changes only with that pin: they are `slow`
-# (a server start each, about a minute on 2 cores), left out of CI and run by `make test-serving-slow`.
+# (a server start each, about a minute on 2 cores), left out of CI and run by `make test-serving-slow`, in vLLM's
+# default layout, as docs/serving.md states them.
 
 
 @pytest.mark.slow
@@ -405,7 +406,7 @@ def test_embedding_size_other_than_hidden_size_is_served_wrong_without_a_word(tm
     own linear layers are exempt from its check of unfilled parameters: it starts, and the projection it applies is
     not the model's (its memory is never filled: measured, the vectors came out NaN and every request answered 400)."""
     model = save(hf_roformer.HfRoFormerModel(config(embedding_size=32)), tmp_path / "model")
-    with serving(tmp_path / "model", "--dtype", "float32", directory=tmp_path) as server:
+    with running(tmp_path / "model", "--dtype", "float32", directory=tmp_path) as server:
         status, answer = server.post("/v1/embeddings", {"input": TEXTS})
         output = server.output()
     assert "embeddings_project" not in output  # not a word about the dropped weights
@@ -446,7 +447,7 @@ def test_length_dependent_rope_types_see_the_whole_batch(rope, tmp_path):
     texts = [(text * 8)[: TRAINED_LENGTH - 2] for text in TEXTS]  # each at the trained length, together 4 times it
     lengths = [len(tokenizer()(text)["input_ids"]) for text in texts]
     assert max(lengths) <= TRAINED_LENGTH < sum(lengths)
-    with serving(tmp_path / "model", "--dtype", "float32", directory=tmp_path) as server:
+    with running(tmp_path / "model", "--dtype", "float32", directory=tmp_path) as server:
         one_by_one = torch.cat([embeddings(server, [text]) for text in texts])
         together = embeddings(server, texts)
     expected = alone(model, texts)
