@@ -163,13 +163,16 @@ def markdown_table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_command(command: list[str], cwd: Path, log: Path, label: str) -> tuple[float, resource.struct_rusage]:
+def run_command(
+    command: list[str], cwd: Path, log: Path, label: str, environment: dict[str, str] | None = None
+) -> tuple[float, resource.struct_rusage]:
     """Run `command` (a documented `hf-roformer` command, say) in a fresh process, with this checkout first on
-    `PYTHONPATH` and the Hub offline, its output in `log`: the wall seconds and the child's own resource usage (peak
-    resident set, CPU time). A failed run raises `RuntimeError` with the end of its log."""
+    `PYTHONPATH`, the Hub offline and `environment`'s variables set, its output in `log`: the wall seconds and the
+    child's own resource usage (peak resident set, CPU time). A failed run raises `RuntimeError` with the end of its
+    log."""
     inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
     paths = [str(Path(__file__).resolve().parents[1]), *inherited]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "HF_HUB_OFFLINE": "1", **(environment or {})}
     start = time.perf_counter()
     with open(log, "w") as handle:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
@@ -180,12 +183,14 @@ def run_command(command: list[str], cwd: Path, log: Path, label: str) -> tuple[f
     return seconds, usage
 
 
-def run_fine_tuning(command: list[str], output: Path, label: str, metric: str) -> dict:
+def run_fine_tuning(
+    command: list[str], output: Path, label: str, metric: str, environment: dict[str, str] | None = None
+) -> dict:
     """Run an `hf-roformer finetune` command whose `--output_dir` is `output` (see `run_command`; its log goes next to
     it): the `metric` it wrote to eval_results.json (4 decimals), the steps it trained (0 without training), its wall
     and CPU seconds, peak resident memory, and the load average before and after."""
     load_before = os.getloadavg()
-    seconds, usage = run_command(command, output.parent, output.parent / f"{output.name}.log", label)
+    seconds, usage = run_command(command, output.parent, output.parent / f"{output.name}.log", label, environment)
     state = output / "trainer_state.json"
     return {
         metric: round(json.loads((output / "eval_results.json").read_text())[metric], 4),
