@@ -10,17 +10,23 @@ answer is anywhere in the document: a reader that sees the document in windows m
 The same questions make a multiple-choice set (`as_choice_questions`: the answer among up to three other entities of
 its kind in the document, so questions have 2 to 4 choices) and sentence pairs (`as_sentence_pairs`: a question and
 the sentence it was made from, labelled 1, or another question's sentence, labelled 0).
+
+Sentence pairs that a sentence encoder must learn to rank are two sentences of one paragraph against sentences of
+different paragraphs (`same_paragraph_pairs`): they share a topic, seldom their characters.
 """
 
 import json
 import random
+import re
 from pathlib import Path
 
-from ..training.corpus import POS_TAGGED_WORD, peoples_daily_path
+from ..training.corpus import POS_TAGGED_WORD, peoples_daily_documents, peoples_daily_path
 
 
 QUESTION_WORDS = {"nr": "谁", "ns": "哪里", "nt": "什么机构"}
 SENTENCE_ENDS = "。！？；"
+# Where a paragraph's sentences end, for the same-paragraph pairs (a clause after "；" is not a sentence of its own).
+AFTER_FULL_STOP = re.compile(r"(?<=[。！？])")
 
 
 def tagged_words(line: str) -> list[tuple[str, str]]:
@@ -176,4 +182,76 @@ def write_people_daily_sets(directory: str | Path, train: int, validation: int, 
     return paths
 
 
-__all__ = ["as_choice_questions", "as_sentence_pairs", "people_daily_questions", "write_people_daily_sets"]
+def paragraph_sentences(
+    min_chars: int = 12, max_chars: int = 60, min_sentences: int = 3, seed: int = 0
+) -> list[list[str]]:
+    """The paragraphs of People's Daily that have at least `min_sentences` sentences of `min_chars` to `max_chars`
+    characters, as lists of those sentences, in an order shuffled with `seed` (about 4,000 paragraphs by default).
+    A sentence the corpus repeats (a dateline, a stock phrase) counts only in the first paragraph that has it, so no
+    sentence is in two paragraphs."""
+    paragraphs, seen = [], set()
+    for paragraph in peoples_daily_documents():
+        sentences = AFTER_FULL_STOP.split(paragraph)
+        kept = [text for text in dict.fromkeys(sentences) if min_chars <= len(text) <= max_chars and text not in seen]
+        if len(kept) >= min_sentences:
+            paragraphs.append(kept)
+            seen.update(kept)
+    random.Random(seed).shuffle(paragraphs)
+    return paragraphs
+
+
+def same_paragraph_pairs(
+    train: int, validation: int, seed: int = 0
+) -> tuple[list[tuple[str, str]], list[tuple[str, str, int]]]:
+    """(training pairs, held-out pairs) of sentences. A training pair is two sentences of one paragraph, without a
+    label (positives for in-batch negatives; one pair a paragraph, so no batch holds two of a paragraph). A held-out
+    pair is a sentence with another of its paragraph, labelled 1, or with a sentence of another held-out paragraph,
+    labelled 0, each about half the time. The held-out pairs come from the first `validation` paragraphs of
+    `paragraph_sentences`, the training pairs from the ones after them: no paragraph is in both, and the held-out
+    pairs do not change with `train`. The file does not mark where articles end, so a pair labelled 0 may now and then
+    be two sentences of one article."""
+    paragraphs = paragraph_sentences(seed=seed)
+    if validation < 2 or validation + train > len(paragraphs):
+        raise ValueError(
+            f"same-paragraph pairs need at least 2 held-out paragraphs and one paragraph a pair: {train} training and "
+            f"{validation} held-out pairs asked for, {len(paragraphs)} paragraphs available"
+        )
+    rng = random.Random(seed)
+    held_out, training = paragraphs[:validation], paragraphs[validation : validation + train]
+    labelled = []
+    for index, sentences in enumerate(held_out):
+        first, second = rng.sample(sentences, 2)
+        if rng.random() < 0.5:
+            labelled.append((first, second, 1))
+        else:
+            other = held_out[(index + rng.randrange(1, validation)) % validation]
+            labelled.append((first, rng.choice(other), 0))
+    return [tuple(rng.sample(sentences, 2)) for sentences in training], labelled
+
+
+def write_same_paragraph_pairs(directory: str | Path, train: int, validation: int) -> dict[str, Path]:
+    """`same_paragraph_pairs` in `directory`: `paragraph-pairs-train.tsv` (two columns, no label: trained with
+    in-batch negatives) and `paragraph-pairs-dev.tsv` (LCQMC's layout, labelled); returns their paths by name."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    training, held_out = same_paragraph_pairs(train, validation)
+    texts = {
+        "paragraph-pairs-train.tsv": "".join(f"{first}\t{second}\n" for first, second in training),
+        "paragraph-pairs-dev.tsv": "".join(f"{first}\t{second}\t{label}\n" for first, second, label in held_out),
+    }
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = directory / name
+        paths[name].write_text(text, encoding="utf-8")
+    return paths
+
+
+__all__ = [
+    "as_choice_questions",
+    "as_sentence_pairs",
+    "paragraph_sentences",
+    "people_daily_questions",
+    "same_paragraph_pairs",
+    "write_people_daily_sets",
+    "write_same_paragraph_pairs",
+]
