@@ -151,12 +151,14 @@ def onnx_call(session, batch: dict) -> Callable[[], object]:
     return lambda: session.run(None, feed)
 
 
-def training_step(model: torch.nn.Module, batch: dict) -> Callable[[], object]:
-    """One forward, backward and AdamW step under bf16 autocast (fp32 master weights)."""
+def training_step(model: torch.nn.Module, batch: dict, precision: str = "bf16") -> Callable[[], object]:
+    """One forward, backward and AdamW step: under bf16 autocast (fp32 master weights), or all in fp32 with
+    `precision="fp32"`."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
     def step():
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with autocast:
             hidden = model(**batch).last_hidden_state
         hidden.float().square().mean().backward()
         optimizer.step()

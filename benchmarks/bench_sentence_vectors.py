@@ -98,11 +98,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     torch.set_num_threads(args.threads)
+    length = ["--max_seq_length", str(args.max_seq_length)]
     training = [
         "--num_train_epochs", str(args.epochs), "--learning_rate", str(args.learning_rate),
-        "--per_device_train_batch_size", str(args.batch_size), "--max_seq_length", str(args.max_seq_length),
+        "--per_device_train_batch_size", str(args.batch_size), *length,
     ]  # fmt: skip
-    length = ["--max_seq_length", str(args.max_seq_length)]
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)

@@ -28,7 +28,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -36,28 +35,22 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
-from bench_cpu_limit import BASE, PROFILE_PARTS, QUICK, build, cpu_flags, flops_per_token, inputs  # noqa: E402
+from bench_cpu_limit import (  # noqa: E402
+    BASE,
+    PROFILE_PARTS,
+    QUICK,
+    build,
+    cpu_flags,
+    flops_per_token,
+    inputs,
+    training_step,
+)
 
 
 KINDS = ("hf_roformer", "bert_sdpa")
 # The optimizer's operators first: AdamW's `_foreach_mul_` would otherwise count as the rotation's products.
 TRAINING_PARTS = {"optimizer (AdamW)": ("_foreach", "lerp", "addcdiv", "sqrt"), **PROFILE_PARTS}
 FIXED_MMAP_THRESHOLD = {"MALLOC_MMAP_THRESHOLD_": "131072"}
-
-
-def training_step(model: torch.nn.Module, batch: dict, precision: str) -> Callable[[], object]:
-    """One forward, backward and AdamW step: under bf16 autocast (fp32 master weights) or all in fp32."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
-
-    def step():
-        with autocast:
-            hidden = model(**batch).last_hidden_state
-        hidden.float().square().mean().backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
 
 
 def part_of(operator: str) -> str:

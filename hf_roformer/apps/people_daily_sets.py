@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from ..training.corpus import POS_TAGGED_WORD, peoples_daily_documents, peoples_daily_path
+from .set_files import write_set_files
 
 
 QUESTION_WORDS = {"nr": "谁", "ns": "哪里", "nt": "什么机构"}
@@ -164,22 +165,15 @@ def write_people_daily_sets(directory: str | Path, train: int, validation: int, 
     """The three sets of `train` and `validation` questions in `directory`: `train.jsonl`/`dev.jsonl` (questions,
     run_qa.py's JSON lines), `c3-train.json`/`c3-dev.json` (multiple choice, C3's layout) and
     `pairs-train.tsv`/`pairs-dev.tsv` (LCQMC's layout); returns their paths by name."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = {}
+    texts = {}
     for split, rows in zip(("train", "dev"), people_daily_questions(train, validation, **options), strict=True):
         fields = ("id", "context", "question", "answers")
         questions = "".join(json.dumps({key: row[key] for key in fields}, ensure_ascii=False) + "\n" for row in rows)
         pairs = "".join(f"{first}\t{second}\t{label}\n" for first, second, label in as_sentence_pairs(rows))
-        files = {
-            f"{split}.jsonl": questions,
-            f"c3-{split}.json": json.dumps(as_choice_questions(rows), ensure_ascii=False),
-            f"pairs-{split}.tsv": pairs,
-        }
-        for name, text in files.items():
-            paths[name] = directory / name
-            paths[name].write_text(text, encoding="utf-8")
-    return paths
+        texts[f"{split}.jsonl"] = questions
+        texts[f"c3-{split}.json"] = json.dumps(as_choice_questions(rows), ensure_ascii=False)
+        texts[f"pairs-{split}.tsv"] = pairs
+    return write_set_files(directory, texts)
 
 
 def paragraph_sentences(
@@ -232,18 +226,12 @@ def same_paragraph_pairs(
 def write_same_paragraph_pairs(directory: str | Path, train: int, validation: int) -> dict[str, Path]:
     """`same_paragraph_pairs` in `directory`: `paragraph-pairs-train.tsv` (two columns, no label: trained with
     in-batch negatives) and `paragraph-pairs-dev.tsv` (LCQMC's layout, labelled); returns their paths by name."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     training, held_out = same_paragraph_pairs(train, validation)
     texts = {
         "paragraph-pairs-train.tsv": "".join(f"{first}\t{second}\n" for first, second in training),
         "paragraph-pairs-dev.tsv": "".join(f"{first}\t{second}\t{label}\n" for first, second, label in held_out),
     }
-    paths = {}
-    for name, text in texts.items():
-        paths[name] = directory / name
-        paths[name].write_text(text, encoding="utf-8")
-    return paths
+    return write_set_files(directory, texts)
 
 
 __all__ = [

