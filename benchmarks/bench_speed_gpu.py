@@ -10,10 +10,10 @@
    forward + backward; device time, and the host time each call costs (back to back, not waiting for the device).
 2. A padded batch (16 sequences, ~70% real tokens) through the base model in each `padding_free` mode (`auto` unpads
    once and runs `varlen_attn`), the same tokens as one declared packed row, and flash-attention-2 when installed.
-3. Padding-free by length: padded vs unpadded (`varlen_attn`) at row widths 256 to 4,096, with ~70% and ~95% real
-   tokens: where `padding_free="auto"` starts to unpad (`AUTO_UNPAD_MIN_LENGTH`, `AUTO_UNPAD_MAX_REAL_FRACTION`).
+3. Padding-free by length: padded vs unpadded (`varlen_attn`) at row widths 256 to 4,096, with ~50%, ~70% and ~95%
+   real tokens: where `padding_free="auto"` starts to unpad (`AUTO_UNPAD_MIN_LENGTH`, `AUTO_UNPAD_MAX_REAL_FRACTION`).
 4. One 32,768-token sequence through the base model (768 hidden, 12 layers): time and peak memory.
-Model throughput against transformers' RoFormer and BERT is `bench_models.py --preset gpu`.
+Model throughput against BERT-SDPA, transformers' RoFormer and ModernBERT is `bench_peers_gpu.py`.
 """
 
 import argparse
@@ -197,8 +197,8 @@ def padding_free_by_length(device, dtype, size, repeats) -> list[dict]:
     generator = torch.Generator().manual_seed(0)
     rows = []
     for width in (256, 512, 1024, 2048, 4096):
-        for low in (0.4, 0.9):  # lengths uniform in [low * width, width]: ~70% and ~95% real tokens
-            lengths = torch.randint(int(low * width), width + 1, (16,), generator=generator)
+        for low in (0.0, 0.4, 0.9):  # lengths uniform in [low * width, width]: ~50%, ~70% and ~95% real tokens
+            lengths = torch.randint(max(int(low * width), 1), width + 1, (16,), generator=generator)
             lengths[0] = width
             batch = 16 if width <= 2048 else 4
             lengths = lengths[:batch]

@@ -1,8 +1,11 @@
-"""Where the time of one inference forward goes on the GPU: hf_roformer (with and without the fused RoPE kernel) vs
-transformers' BERT with SDPA, same size and batch. Prints per model the host time per forward, the device time, the
-number of kernel launches and the kernels that take the most device time.
+"""Where the time of one inference forward, or one training step, goes on the GPU: hf_roformer (with and without the
+fused RoPE kernel) vs transformers' BERT with SDPA, same size and batch. Prints per model the host time per step, the
+device time, the number of kernel launches and the kernels that take the most device time.
 
     python benchmarks/profile_gpu.py [--batch 8 --length 512]
+    python benchmarks/profile_gpu.py --training       # masked-LM step (bf16 autocast): forward, backward, AdamW
+    python benchmarks/profile_gpu.py --compile        # each model under torch.compile (default mode)
+    python benchmarks/profile_gpu.py --device cpu --smoke   # tiny model: checks the script runs
 """
 
 import argparse
@@ -22,28 +25,55 @@ from hf_roformer.remote_code import rotary_kernels_hf_roformer  # noqa: E402
 
 
 SIZE = dict(vocab_size=50000, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+SMOKE_SIZE = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
 
 
-def summarize(name: str, model, input_ids, device) -> dict:
-    """Profile five forwards; return host ms, device ms and launches per forward, and print the top kernels."""
-    with torch.inference_mode():
-        for _ in range(3):
-            model(input_ids)
-        torch.cuda.synchronize()
-        host = benchlib.time_call(lambda: model(input_ids), device, repeats=10, warmup=0)["median_s"]
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
-            for _ in range(5):
+def make_step(model, input_ids, training: bool):
+    """One inference forward, or one masked-LM training step (bf16 autocast on CUDA, AdamW), on `input_ids`."""
+    if not training:
+
+        def forward():
+            with torch.inference_mode():
                 model(input_ids)
-            torch.cuda.synchronize()
-    events = [event for event in profiler.key_averages() if event.device_type == torch.autograd.DeviceType.CUDA]
-    device_us = sum(event.self_device_time_total for event in events) / 5
+
+        return forward
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    autocast = torch.autocast(input_ids.device.type, dtype=torch.bfloat16, enabled=input_ids.is_cuda)
+
+    def train():
+        with autocast:
+            loss = model(input_ids, labels=input_ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return train
+
+
+def summarize(name: str, step, device) -> dict:
+    """Profile five steps; return host ms, device ms and launches per step, and print the top kernels."""
+    for _ in range(3):
+        step()
+    benchlib.synchronize(device)
+    host = benchlib.time_call(step, device, repeats=10, warmup=0)["median_s"]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as profiler:
+        for _ in range(5):
+            step()
+        benchlib.synchronize(device)
+    kernel_type = torch.autograd.DeviceType.CUDA if device.type == "cuda" else torch.autograd.DeviceType.CPU
+    events = [event for event in profiler.key_averages() if event.device_type == kernel_type]
+    if device.type != "cuda":  # no kernels: the operators' own CPU time stands in, to check the script
+        events = [event for event in events if event.key.startswith("aten::")]
+    device_us = sum(event.self_device_time_total or event.self_cpu_time_total for event in events) / 5
     launches = sum(event.count for event in events) / 5
     print(
-        f"\n== {name}: {host * 1e3:.2f} ms per synchronized forward, {device_us / 1e3:.2f} ms of kernels, "
-        f"{launches:.0f} kernels per forward"
+        f"\n== {name}: {host * 1e3:.2f} ms per synchronized step, {device_us / 1e3:.2f} ms of kernels, "
+        f"{launches:.0f} kernels per step"
     )
-    for event in sorted(events, key=lambda e: -e.self_device_time_total)[:12]:
-        print(f"  {event.self_device_time_total / 5 / 1e3:7.3f} ms  x{event.count // 5:<4d} {event.key[:100]}")
+    for event in sorted(events, key=lambda e: -(e.self_device_time_total or e.self_cpu_time_total))[:15]:
+        own_us = event.self_device_time_total or event.self_cpu_time_total
+        print(f"  {own_us / 5 / 1e3:7.3f} ms  x{event.count // 5:<4d} {event.key[:100]}")
     return {"host_ms": host * 1e3, "device_ms": device_us / 1e3, "kernels": launches}
 
 
@@ -51,18 +81,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--length", type=int, default=512)
+    parser.add_argument("--training", action="store_true", help="profile a masked-LM training step")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--smoke", action="store_true", help="tiny model: checks the script runs")
+    parser.add_argument("--compile", action="store_true", help="profile each model under torch.compile")
     args = parser.parse_args()
-    device, dtype = torch.device("cuda"), torch.bfloat16
-    input_ids = torch.randint(1, 50000, (args.batch, args.length), device=device)
+    device = torch.device(args.device)
+    size = SMOKE_SIZE if args.smoke else SIZE
+    input_ids = torch.randint(1, size["vocab_size"], (args.batch, args.length), device=device)
+    size = {**size, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}  # as bench_peers_gpu.py
     torch.manual_seed(0)
-    ours = hf_roformer.HfRoFormerModel(hf_roformer.HfRoFormerConfig(**SIZE)).to(device, dtype).eval()
-    bert_config = transformers.BertConfig(**SIZE, max_position_embeddings=args.length, attn_implementation="sdpa")
-    bert = transformers.BertModel(bert_config).to(device, dtype).eval()
-    summarize("hf_roformer, fused RoPE kernel", ours, input_ids, device)
+    ours_class = hf_roformer.HfRoFormerForMaskedLM if args.training else hf_roformer.HfRoFormerModel
+    ours = ours_class(hf_roformer.HfRoFormerConfig(**size)).to(device)
+    bert_config = transformers.BertConfig(**size, max_position_embeddings=args.length, attn_implementation="sdpa")
+    bert = (transformers.BertForMaskedLM if args.training else transformers.BertModel)(bert_config).to(device)
+    if args.training:
+        ours.train(), bert.train()
+    else:  # inference runs the half-precision model on CUDA
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        ours, bert = ours.to(dtype).eval(), bert.to(dtype).eval()
+    what = ("compiled " if args.compile else "") + ("training step" if args.training else "forward")
+    print(f"{what}, {args.batch} x {args.length}, {device}")
+
+    def profile_model(name, model):
+        if args.compile:  # a fresh compilation each: the kernel switch below is read while tracing
+            torch._dynamo.reset()
+            torch._dynamo.utils.counters.clear()
+            model = torch.compile(model)
+        summarize(name, make_step(model, input_ids, args.training), device)
+        if args.compile:
+            counters = torch._dynamo.utils.counters
+            breaks = sum(counters["graph_break"].values())
+            print(f"   graphs compiled: {counters['stats']['unique_graphs']}, graph breaks: {breaks}")
+            for reason, count in list(counters["graph_break"].items())[:5]:
+                print(f"   break x{count}: {reason[:200]}")
+
+    profile_model("hf_roformer, fused RoPE kernel", ours)
     rotary_kernels_hf_roformer.KERNEL_ENABLED = False
-    summarize("hf_roformer, PyTorch RoPE", ours, input_ids, device)
+    profile_model("hf_roformer, PyTorch RoPE", ours)
     rotary_kernels_hf_roformer.KERNEL_ENABLED = True
-    summarize("BERT, SDPA", bert, input_ids, device)
+    profile_model("BERT, SDPA", bert)
 
 
 if __name__ == "__main__":
