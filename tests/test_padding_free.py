@@ -301,12 +301,16 @@ def test_padding_free_on_cuda_equals_padded(dtype, attn_implementation, monkeypa
     "length, real_lengths, unpads",
     [
         (2048, [2048, 1200, 600, 2048], True),  # long rows, 72% real: the variable-length kernel pays
-        (2048, [2048, 2000, 2048, 2048], False),  # 99% real: nothing to save
-        (1024, [1024, 200, 100, 1024], False),  # shorter rows: not measured to pay
+        (2048, [2048, 2000, 2048, 2048], True),  # long rows, 99% real: flash instead of masked SDPA still pays
+        (2048, [2048] * 4, False),  # no padding: nothing to unpad
+        (1024, [1024, 200, 100, 1024], False),  # 4 x 1,024 positions: host-bound, not measured to pay
+        (512, [512, 100] * 24, True),  # 48 x 512 positions, 60% real: enough work for unpadding to pay
+        (512, [512, 400] * 24, False),  # ... but 89% real: too little padding to save
     ],
 )
 def test_auto_unpads_only_where_it_measured_faster(monkeypatch, length, real_lengths, unpads):
-    """`auto` decides from the row length (no host read) and then the real-token fraction (the one read)."""
+    """`auto` decides from the batch's shape (no host read) and then, for rows under 2,048 tokens, the real-token
+    fraction (the one read)."""
     calls = []
 
     def recording_varlen(*args, **kwargs):

@@ -32,12 +32,15 @@ from .releases_hf_roformer import causal_mask
 from .rotary_hf_roformer import PerQueryRotation, TokenRotation
 
 
-# `padding_free="auto"` unpads only where unpadding measured faster on an H100 (bf16, base size, 16 rows of ~70% real
-# tokens; benchmarks/results/speed_nvidia_h100_80gb_hbm3.md): rows of 2,048 tokens 1.45x, rows of 512 tokens 0.92x
-# (the unpadding work outweighs the attention saved). `bench_speed_gpu.py` sweeps widths and shares to refine these.
+# `padding_free="auto"` unpads only where unpadding measured faster on an H200 (bf16, base size; `bench_speed_gpu.py`
+# and `bench_peers_gpu.py`, benchmarks/results/speed_nvidia_h200.md and peers_nvidia_h200.md). Rows of at least
+# 2,048 tokens unpad whatever their fill: 1.12-1.67x at 16 x 2,048 with 46-96% real tokens, 1.15-1.89x at 4 x 4,096
+# with 56-99% (SDPA over a padded batch needs a mask, which keeps it off its flash kernel; `varlen_attn` runs flash).
 AUTO_UNPAD_MIN_LENGTH = 2048
-# ... and only batches whose real tokens fill at most this share of the rows (measured: ~70%; with little padding
-# there is little to save).
+# Shorter rows unpad when the batch is large enough for the device, not the host, to bound the forward: 1.18x at
+# 32 x 728 positions (64% real) and 1.23x at 64 x 474 (55%), but 0.94-0.98x at 16 rows of 256 to 1,024 (host-bound).
+AUTO_UNPAD_MIN_POSITIONS = 20480
+# ... and only where padding leaves something to save: at most this share of those positions real.
 AUTO_UNPAD_MAX_REAL_FRACTION = 0.8
 # Keyword arguments through which a caller declares packed rows (transformers' names).
 PACKED_ROW_KEYS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
@@ -158,7 +161,8 @@ def _plan_padded(inputs: ForwardInputs) -> BatchPlan:
     """Rows of equal length, kept as they are or, where `config.padding_free` lets them, unpadded."""
     rotation = _padded_rotation(inputs)
     if isinstance(rotation, TokenRotation) and _may_unpad(inputs):
-        auto_limit = AUTO_UNPAD_MAX_REAL_FRACTION if inputs.config.padding_free == "auto" else None
+        long_rows = inputs.hidden_states.shape[1] >= AUTO_UNPAD_MIN_LENGTH
+        auto_limit = AUTO_UNPAD_MAX_REAL_FRACTION if inputs.config.padding_free == "auto" and not long_rows else None
         unpadded = unpad_batch(inputs.attention_mask, inputs.read_positions, auto_limit)
         if unpadded is not None:
             return _plan_unpadded(inputs, unpadded, rotation)
@@ -188,7 +192,8 @@ def _padded_rotation(inputs: ForwardInputs) -> TokenRotation | PerQueryRotation:
 def _may_unpad(inputs: ForwardInputs) -> bool:
     """Whether `config.padding_free` lets this padded batch be unpadded: a 2D padding mask over the current tokens,
     no cache, cross-attention, UniLM mask, linear attention or per-layer outputs, not in a recorded graph (the token
-    count is data-dependent; `traces_graph`), and for "auto" a variable-length kernel that pays at this length."""
+    count is data-dependent; `traces_graph`), and for "auto" a variable-length kernel that pays at this batch size
+    (`AUTO_UNPAD_MIN_LENGTH`, `AUTO_UNPAD_MIN_POSITIONS`)."""
     config, mask = inputs.config, inputs.attention_mask
     if config.padding_free == "never" or mask is None or mask.dim() != 2:
         return False
@@ -206,7 +211,9 @@ def _may_unpad(inputs: ForwardInputs) -> bool:
             return False
     if config.padding_free == "always":
         return True
-    return inputs.hidden_states.shape[1] >= AUTO_UNPAD_MIN_LENGTH and inputs.varlen_kernel_runs()
+    rows, width = inputs.hidden_states.shape[:2]
+    pays = width >= AUTO_UNPAD_MIN_LENGTH or rows * width >= AUTO_UNPAD_MIN_POSITIONS
+    return pays and inputs.varlen_kernel_runs()
 
 
 def _plan_unpadded(inputs: ForwardInputs, unpadded: UnpaddedBatch, rotation: TokenRotation) -> BatchPlan:
@@ -361,4 +368,4 @@ def _encoder_attention_mask(inputs: ForwardInputs):
     )
 
 
-__all__ = ["AUTO_UNPAD_MIN_LENGTH", "BatchPlan", "plan_batch"]
+__all__ = ["AUTO_UNPAD_MIN_LENGTH", "AUTO_UNPAD_MIN_POSITIONS", "BatchPlan", "plan_batch"]

@@ -325,12 +325,12 @@ class HfRoFormerConfig(PreTrainedConfig):
             from: "last" (also when absent, as transformers' RoFormer reads its configs) or "first" (the [CLS] token).
         padding_free: How padded batches attend: "auto" packs the real tokens of every row into one row after the
             embeddings and attends per sequence only where that measured faster (a variable-length kernel: flash
-            backends, or SDPA on CUDA in half precision without attention dropout; rows of at least 2,048 tokens, at
-            most 80% of them real), "always" packs wherever it can (a benchmark and testing mode: without such a
-            kernel a block-diagonal mask does the same job, slower), "never" keeps the padded batch. Packed outputs
-            are zeros at padding positions. Forwards with a cache, cross-attention, a UniLM mask, linear attention or
-            requested attentions/hidden states, and batches where a head reads a padding position, keep the padded
-            batch, so every head returns the padded result in every mode.
+            backends, or SDPA on CUDA in half precision without attention dropout; rows of at least 2,048 tokens, or
+            batches of at least 20,480 positions at most 80% real), "always" packs wherever it can (a benchmark and
+            testing mode: without such a kernel a block-diagonal mask does the same job, slower), "never" keeps the
+            padded batch. Packed outputs are zeros at padding positions. Forwards with a cache, cross-attention, a UniLM
+            mask, linear attention or requested attentions/hidden states, and batches where a head reads a padding
+            position, keep the padded batch, so every head returns the padded result in every mode.
 
     Invalid values raise a `ValueError` (a `TypeError` for a wrong type) naming the field, the value and what is
     allowed: at construction, in `from_pretrained` (overrides included), on assignment of a field, and, for rules
