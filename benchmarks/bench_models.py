@@ -80,16 +80,6 @@ def model_flops(size: dict, batch: int, length: int, training: bool, vocab_size:
     return batch * length * per_token
 
 
-def measured_peak_tflops(device, dtype) -> float | None:
-    """The device's bf16 matrix-multiply rate measured now (8192³, median of 10), the denominator of MFU."""
-    if device.type != "cuda":
-        return None
-    a = torch.randn(8192, 8192, device=device, dtype=dtype)
-    b = torch.randn(8192, 8192, device=device, dtype=dtype)
-    timing = benchlib.time_call(lambda: a @ b, device, repeats=10, warmup=3)
-    return 2 * 8192**3 / timing["median_s"] / 1e12
-
-
 def inference_step(model, batch: int, length: int, device, dtype):
     """A closure running one forward pass on random tokens."""
     input_ids = torch.randint(1, 50000, (batch, length), device=device)
@@ -104,17 +94,8 @@ def inference_step(model, batch: int, length: int, device, dtype):
 def training_step(model, batch: int, length: int, device, dtype):
     """A closure running one masked-LM training step (forward, backward, AdamW), bf16 autocast on GPU."""
     input_ids = torch.randint(1, 50000, (batch, length), device=device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
-
-    def step():
-        with autocast:
-            loss = model(input_ids, labels=input_ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
+    autocast_dtype = dtype if dtype != torch.float32 else None
+    return benchlib.labelled_training_step(model, {"input_ids": input_ids}, input_ids, autocast_dtype)
 
 
 def measure(steps: dict, device, repeats: int) -> dict:
@@ -206,7 +187,7 @@ def run_compiled(preset_name: str, mode: str) -> dict:
         "compile_mode": mode,
         "config": dict(preset),
         "machine": benchlib.machine_info(device),
-        "peak_matmul_tflops": measured_peak_tflops(device, dtype),
+        "peak_matmul_tflops": benchlib.matmul_tflops(device, dtype),
         "results": {"inference": results},
     }
 
@@ -268,7 +249,7 @@ def run(preset_name: str) -> dict:
         "preset": preset_name,
         "config": dict(preset),
         "machine": benchlib.machine_info(device),
-        "peak_matmul_tflops": measured_peak_tflops(device, dtype),
+        "peak_matmul_tflops": benchlib.matmul_tflops(device, dtype),
         "parity_max_abs_diff": parity_check(preset["size"], device, dtype),
         "results": results,
     }

@@ -142,20 +142,12 @@ def inference_step(model, batch: dict):
 
 
 def training_step(model, batch: dict, dtype: torch.dtype):
-    """One masked-LM training step (loss on every real token; forward, backward, AdamW) under autocast to `dtype`."""
+    """One masked-LM training step (loss on every real token; forward, backward, fused AdamW on CUDA) under autocast
+    to `dtype`."""
     labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=next(model.parameters()).is_cuda)
-    device_type = next(model.parameters()).device.type
-    autocast = torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
-
-    def step():
-        with autocast:
-            loss = model(**batch, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
+    autocast_dtype = dtype if dtype != torch.float32 else None
+    fused = next(model.parameters()).is_cuda
+    return benchlib.labelled_training_step(model, batch, labels, autocast_dtype, fused_adamw=fused)
 
 
 def step_memory_mb(step, device: torch.device) -> float | None:
@@ -193,14 +185,6 @@ def measure_interleaved(steps: dict, device: torch.device, repeats: int) -> dict
     for name, values in times.items():
         results[name].update(median_s=statistics.median(values), min_s=min(values), max_s=max(values))
     return results
-
-
-def bf16_matmul_tflops(device: torch.device) -> float | None:
-    """The device's bf16 matrix-multiply rate now (8192³ on random data, median of 10): the denominator of MFU."""
-    if device.type != "cuda":
-        return None
-    a, b = (torch.randn(8192, 8192, device=device, dtype=torch.bfloat16) for _ in range(2))
-    return 2 * 8192**3 / benchlib.time_call(lambda: a @ b, device, repeats=10, warmup=3)["median_s"] / 1e12
 
 
 def run_mode(mode: str, args, device: torch.device, dtype: torch.dtype, size: dict, peak: float | None) -> dict:
@@ -361,7 +345,7 @@ def main() -> None:
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     size = SMOKE if args.smoke else BASE
-    peak = bf16_matmul_tflops(device)
+    peak = benchlib.matmul_tflops(device)
     results = {mode: run_mode(mode, args, device, dtype, size, peak) for mode in args.modes}
     machine = benchlib.machine_info(device)
     payload = {

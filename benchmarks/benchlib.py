@@ -122,6 +122,38 @@ def host_seconds(function: Callable[[], object], device: torch.device, calls: in
     return elapsed / calls
 
 
+def matmul_tflops(device: torch.device, dtype: torch.dtype = torch.bfloat16) -> float | None:
+    """The device's matrix-multiply rate now (8192³ on random data, median of 10), the denominator of MFU; None off
+    CUDA."""
+    if device.type != "cuda":
+        return None
+    a, b = (torch.randn(8192, 8192, device=device, dtype=dtype) for _ in range(2))
+    return 2 * 8192**3 / time_call(lambda: a @ b, device, repeats=10, warmup=3)["median_s"] / 1e12
+
+
+def labelled_training_step(
+    model: torch.nn.Module,
+    inputs: dict,
+    labels: torch.Tensor,
+    autocast_dtype: torch.dtype | None = None,
+    fused_adamw: bool = False,
+) -> Callable[[], None]:
+    """A closure running one training step of a model that computes its loss from `labels` (masked-LM, say): forward
+    under autocast to `autocast_dtype` (None: no autocast), backward, AdamW at lr 1e-5 (made once, here)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=fused_adamw)
+    device_type = next(model.parameters()).device.type
+    autocast = torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None)
+
+    def step():
+        with autocast:
+            loss = model(**inputs, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
 def kernel_seconds(function: Callable[[], object], device: torch.device, calls: int = 20) -> float:
     """Device time per call of `function`: the summed durations of the GPU kernels it launches, read by the profiler,
     so neither host overhead nor idle gaps between launches count. CUDA only."""

@@ -37,17 +37,8 @@ def make_step(model, input_ids, training: bool):
                 model(input_ids)
 
         return forward
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    autocast = torch.autocast(input_ids.device.type, dtype=torch.bfloat16, enabled=input_ids.is_cuda)
-
-    def train():
-        with autocast:
-            loss = model(input_ids, labels=input_ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return train
+    autocast_dtype = torch.bfloat16 if input_ids.is_cuda else None
+    return benchlib.labelled_training_step(model, {"input_ids": input_ids}, input_ids, autocast_dtype)
 
 
 def summarize(name: str, step, device) -> dict:
