@@ -154,3 +154,60 @@ def test_kernel_is_used_automatically_on_cuda_and_compiles():
     with torch.no_grad():
         torch.testing.assert_close(compiled(input_ids).last_hidden_state, model(input_ids).last_hidden_state)
     assert math.isfinite(float(model(input_ids).last_hidden_state.sum()))
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_the_operator_graphs_record_equals_the_reference(count):
+    """The operator compiled and exported graphs hold (`torch.ops.hf_roformer.rotate_interleaved`), run as it is: the
+    reference rotation and its gradients, for queries and keys (the kernel's third slot unused) and with values."""
+    batch, seq, heads, dim = 2, 9, 3, 32
+    cos, sin = angles(batch, seq, dim)
+    tensors = projections(batch, seq, heads, dim, torch.float32, count)
+    outputs = torch.ops.hf_roformer.rotate_interleaved(tensors, cos, sin, 1.0)
+    weights = [torch.randn_like(output) for output in outputs]
+    sum((output * weight).sum() for output, weight in zip(outputs, weights, strict=True)).backward()
+    operator_grads = [tensor.grad.clone() for tensor in tensors]
+    for tensor in tensors:
+        tensor.grad = None
+    references = [rotate_interleaved(tensor, cos, sin) for tensor in tensors]
+    sum((ref * weight).sum() for ref, weight in zip(references, weights, strict=True)).backward()
+    for output, reference, grad, tensor in zip(outputs, references, operator_grads, tensors, strict=True):
+        torch.testing.assert_close(output, reference, atol=1e-5, rtol=0)
+        torch.testing.assert_close(grad, tensor.grad, atol=1e-5, rtol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("rotary_value", [False, True])
+def test_compiled_training_with_the_kernel_gives_the_eager_gradients_on_cuda(rotary_value):
+    """Inductor launches the kernel itself (the operator is a `triton_op`): a compiled masked-LM step gives the eager
+    loss and gradients, rotating queries and keys (one kernel slot unused) or values too."""
+    torch.manual_seed(0)
+    model = hf_roformer.HfRoFormerForMaskedLM(tiny_config(rotary_value=rotary_value)).cuda().train()
+    input_ids = torch.randint(1, 99, (2, 33), device="cuda")
+
+    def loss_and_gradients(forward):
+        model.zero_grad(set_to_none=True)
+        loss = forward(input_ids=input_ids, labels=input_ids).loss
+        loss.backward()
+        return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    eager_loss, eager = loss_and_gradients(model)
+    compiled_loss, compiled = loss_and_gradients(torch.compile(model, fullgraph=True))
+    torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-5, rtol=1e-5)
+    assert compiled.keys() == eager.keys()
+    for name, grad in eager.items():
+        torch.testing.assert_close(compiled[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_compiled_forward_with_dynamic_lengths_on_cuda():
+    """With `dynamic=True` the kernel's grid is computed from symbolic lengths: one graph serves lengths it was not
+    recorded with, and each equals the eager forward."""
+    model = hf_roformer.HfRoFormerModel(tiny_config()).cuda().eval()
+    compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    for length in (17, 40, 65):
+        input_ids = torch.randint(1, 99, (3, length), device="cuda")
+        with torch.no_grad():
+            torch.testing.assert_close(
+                compiled(input_ids).last_hidden_state, model(input_ids).last_hidden_state, atol=1e-5, rtol=1e-5
+            )

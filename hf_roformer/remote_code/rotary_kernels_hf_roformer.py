@@ -6,9 +6,12 @@ contiguous stores. Inputs may be strided views (the transposed output of the pro
 Per-token cos/sin make arbitrary positions (packed sequences, cache offsets) and scaled frequencies work unchanged.
 The backward pass is the inverse rotation, i.e. the same kernel with -sin.
 
-Eager calls go through an `autograd.Function` (little per-call overhead); under `torch.compile` the kernel is a
-`torch.library.custom_op`, so `fullgraph=True` sees one opaque operator. Hub-bound: Triton is optional (imported in a
-`try`), so remote-code users without it still load the model.
+Eager calls go through an `autograd.Function` (little per-call overhead); under `torch.compile` and `torch.export` the
+kernel is a `torch.library.triton_op`: one operator to `fullgraph=True` and to exported programs, whose kernel Inductor
+launches from its own generated code like the kernels it writes (as an opaque `custom_op` it was a Python call per
+layer from the compiled code: on an H200 at 8 x 512 the compiled model ran at 0.63x compiled BERT's speed, 0.80x as a
+`triton_op`; docs/speed.md). Hub-bound: Triton is optional (imported in a `try`), so remote-code users without it
+still load the model.
 """
 
 import functools
@@ -94,17 +97,20 @@ if TRITON_AVAILABLE:
         tl.store(target + out_rows + feature[None, None, :], rotated, mask=mask)
 
 
-@functools.lru_cache(maxsize=256)
-def _launch_config(tokens: int, heads: int, dim: int, count: int) -> tuple[tuple[int, int, int], dict]:
-    """Grid and tile of one launch, computed once per shape (every layer of a forward launches the same shape).
+def _launch_config(tokens, heads: int, dim: int, count: int) -> tuple[tuple, dict]:
+    """Grid and tile of one launch (cached per shape in eager mode: every layer of a forward launches the same one).
 
     A tile is tokens x heads x features: whole heads (no masked lanes when the head count has a power-of-two factor),
-    about 4,096 elements, so each program moves enough bytes to keep the memory system busy."""
+    about 4,096 elements, so each program moves enough bytes to keep the memory system busy. `tokens` may be symbolic
+    in a compiled graph with dynamic shapes."""
     block_d = triton.next_power_of_2(dim)
     block_h = min(heads & -heads, 16, max(1, 4096 // block_d))  # the largest power of two dividing `heads`
     block_s = max(1, 4096 // (block_h * block_d))
-    grid = (triton.cdiv(tokens, block_s), triton.cdiv(heads, block_h), count)
+    grid = ((tokens + block_s - 1) // block_s, triton.cdiv(heads, block_h), count)
     return grid, {"BLOCK_S": block_s, "BLOCK_H": block_h, "BLOCK_D": block_d}
+
+
+_cached_launch_config = functools.lru_cache(maxsize=256)(_launch_config)
 
 
 def _kernel_layout(tensors) -> list[torch.Tensor]:
@@ -117,11 +123,17 @@ def _kernel_layout(tensors) -> list[torch.Tensor]:
 
 
 def _launch(
-    tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, sign: float, in_place: bool = False
+    tensors: list[torch.Tensor],
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    sign: float,
+    in_place: bool = False,
+    traced: bool = False,
 ) -> list[torch.Tensor]:
     """Rotate every tensor `(batch, heads, seq, d)` (same shape and strides, unit feature stride) by cos/sin
     `(1 or batch, seq, d/2)`; outputs are dense, in the inputs' order of dimensions, or the inputs themselves when
-    `in_place` (each program reads its whole tile before writing it, and tiles do not overlap)."""
+    `in_place` (each program reads its whole tile before writing it, and tiles do not overlap). `traced`: the body of
+    the operator a graph records, which launches the kernel through `wrap_triton` and may see symbolic sizes."""
     first = tensors[0]
     batch, heads, seq_len, dim = first.shape
     outputs = tensors if in_place else [torch.empty_like(tensor) for tensor in tensors]
@@ -129,12 +141,18 @@ def _launch(
         cos, sin = cos.float().contiguous(), sin.float().contiguous()
     angle_stride_b = 0 if cos.shape[0] == 1 else cos.stride(0)
     tokens = batch * seq_len
-    grid, blocks = _launch_config(tokens, heads, dim, len(tensors))
-    pointers = tensors + [tensors[0]] * (3 - len(tensors))
-    out_pointers = outputs + [outputs[0]] * (3 - len(outputs))
+    configure = _launch_config if traced else _cached_launch_config
+    grid, blocks = configure(tokens, heads, dim, len(tensors))
+    # The kernel takes three inputs and three outputs; unused slots (no values) are never read or written. A graph
+    # gets empty tensors there rather than repeats: it copies every tensor a kernel may write separately, so a repeated
+    # output would come back as an unwritten copy.
+    spare = [first.new_empty(0), first.new_empty(0)] if traced else [first, outputs[0]]
+    pointers = tensors + [spare[0]] * (3 - len(tensors))
+    out_pointers = outputs + [spare[1]] * (3 - len(outputs))
     stride_b, stride_h, stride_s, _ = first.stride()
     out_stride_b, out_stride_h, out_stride_s, _ = outputs[0].stride()
-    _rotate_interleaved_kernel[grid](
+    kernel = torch.library.wrap_triton(_rotate_interleaved_kernel) if traced else _rotate_interleaved_kernel
+    kernel[grid](
         *pointers,
         *out_pointers,
         cos,
@@ -158,8 +176,8 @@ def _launch(
 
 
 class _RotateInterleaved(torch.autograd.Function):
-    """The eager-mode entry: the same kernel as the custom op, with far less per-call dispatch overhead (the custom op
-    is what `torch.compile` sees)."""
+    """The eager-mode entry: the same kernel as the operator, with far less per-call dispatch overhead (the operator
+    is what `torch.compile` and `torch.export` see)."""
 
     @staticmethod
     def forward(ctx, cos, sin, *tensors):
@@ -173,21 +191,17 @@ class _RotateInterleaved(torch.autograd.Function):
 
 
 def _register_op():
-    """Define the custom op once per process (the package and a remote-code copy may both import this file)."""
+    """Define the operator once per process (the package and a remote-code copy may both import this file)."""
     try:
         return torch.ops.hf_roformer.rotate_interleaved.default
     except (AttributeError, RuntimeError):
         pass
 
-    @torch.library.custom_op(OP_NAME, mutates_args=())
+    @torch.library.triton_op(OP_NAME, mutates_args=())
     def rotate_interleaved(
         tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, sign: float
     ) -> list[torch.Tensor]:
-        return _launch(list(tensors), cos, sin, sign)
-
-    @rotate_interleaved.register_fake
-    def _(tensors, cos, sin, sign):
-        return [torch.empty_like(tensor) for tensor in tensors]
+        return _launch(list(tensors), cos, sin, sign, traced=True)
 
     def setup_context(ctx, inputs, output):
         _, cos, sin, sign = inputs
