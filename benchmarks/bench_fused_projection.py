@@ -1,18 +1,23 @@
 """The query/key/value projection as one matrix product against the model's three separate products, at base size
-(768 hidden, 12 layers, 12 heads, 3,072 feed-forward), inference.
+(768 hidden, 12 layers, 12 heads, 3,072 feed-forward), inference: the model as it is (three products), the weights
+joined anew in every forward (one product, the parameters kept three), and `model.fuse_qkv_projections()` (one
+product of weights joined once).
 
-On CPU: float32 and bfloat16 at 1 x 128 and 8 x 512 tokens, the weights joined per forward; the paths alternate in
-every round and each row keeps its fastest call. On CUDA (bf16, 32 x 128 to 1 x 8,192): three layouts of the
-projection (three products; one product of the weights joined per forward; one product of weights joined once, the
-layout a load-time weight conversion would give) and transformers' BERT with SDPA of the same size, interleaved, each
-with its time per forward launched back to back (throughput), its host time per forward and its kernel time.
+On CPU: float32 and bfloat16 at 1 x 128 and 8 x 512 tokens; the runs alternate in every round and each row keeps its
+fastest forward. On CUDA (bf16, 32 x 128 to 1 x 8,192): the three runs and transformers' BERT with SDPA of the same
+size, interleaved, each with its time per forward launched back to back (throughput), its host time per forward and
+its kernel time.
 
     python benchmarks/bench_fused_projection.py                  # CPU -> results/fused_projection_cpu.{json,md}
     python benchmarks/bench_fused_projection.py --device cuda    # -> results/fused_projection_<gpu>.{json,md}
     python benchmarks/bench_fused_projection.py --smoke          # tiny model, checks the script runs
+
+(The recorded H200 table, results/fused_projection_nvidia_h200.md, was taken before `fuse_qkv_projections()` existed:
+its "joined once" run held the same joined weights, set by the script itself.)
 """
 
 import argparse
+import copy
 import os
 import statistics
 import sys
@@ -34,75 +39,47 @@ SEPARATE = attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value
 BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
 SMOKE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 CUDA_SHAPES = [(32, 128), (8, 512), (4, 2048), (1, 8192)]
+RUNS = ("three products", "joined per forward", "fuse_qkv_projections")
 
 
 def one_product(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The three projections as one matrix product of the weights concatenated per forward (the parameters stay
-    three): the alternative measured here against the model's three calls."""
+    three): an alternative measured here, patched in for its run."""
     projections = (self.query, self.key, self.value)
     weight = torch.cat([projection.weight for projection in projections])
     bias = None if self.query.bias is None else torch.cat([projection.bias for projection in projections])
     return torch.nn.functional.linear(hidden_states, weight, bias).split([p.weight.shape[0] for p in projections], -1)
 
 
-def joined_once(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One matrix product of weights concatenated before the run (`join_weights`), as a checkpoint converted to one
-    fused projection at load time would hold them."""
-    weight, bias, sizes = self.joined_projection
-    return torch.nn.functional.linear(hidden_states, weight, bias).split(sizes, -1)
+def run_calls(model, input_ids: torch.Tensor) -> dict:
+    """A no-grad forward of `input_ids` per run: the model as it is, with `one_product` patched in, and a copy of it
+    fused with `fuse_qkv_projections()`."""
+    fused = copy.deepcopy(model)
+    fused.fuse_qkv_projections()
 
+    def forward(of):
+        def call():
+            with torch.inference_mode():
+                of(input_ids=input_ids)
 
-LAYOUTS = {"three products": SEPARATE, "joined per forward": one_product, "joined once": joined_once}
+        return call
 
-
-def join_weights(model: torch.nn.Module) -> None:
-    """Give every attention module its query, key and value weights concatenated once (for `joined_once`)."""
-    for module in model.modules():
-        if isinstance(module, attention_hf_roformer.HfRoFormerAttentionBase):
-            projections = (module.query, module.key, module.value)
-            weight = torch.cat([p.weight for p in projections]).detach()
-            bias = None if module.query.bias is None else torch.cat([p.bias for p in projections]).detach()
-            module.joined_projection = (weight, bias, [p.weight.shape[0] for p in projections])
-
-
-def with_layout(layout: str, call):
-    """`call` run with the projection of `layout` patched in (restored afterwards)."""
-
-    def run():
-        attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = LAYOUTS[layout]
+    def joined_per_forward():
+        attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = one_product
         try:
-            return call()
+            forward(model)()
         finally:
             attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = SEPARATE
 
-    return run
-
-
-def inference_call(model, input_ids: torch.Tensor):
-    """A callable running one forward of `input_ids` without autograd."""
-
-    def call():
-        with torch.inference_mode():
-            model(input_ids=input_ids)
-
-    return call
-
-
-def forward_seconds(model, input_ids: torch.Tensor, fused: bool) -> float:
-    """One timed forward (after one warm-up call), with the projections as one product or three."""
-    attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = one_product if fused else SEPARATE
-    try:
-        with torch.no_grad():
-            model(input_ids)
-            start = time.perf_counter()
-            model(input_ids)
-            return time.perf_counter() - start
-    finally:
-        attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = SEPARATE
+    return {
+        "three products": forward(model),
+        "joined per forward": joined_per_forward,
+        "fuse_qkv_projections": forward(fused),
+    }
 
 
 def run_cpu(args) -> None:
-    """The CPU table: one product (joined per forward) against three, float32 and bfloat16."""
+    """The CPU table: the three runs in float32 and bfloat16, fastest forward of alternating rounds."""
     size, shapes = BASE, [(1, 128), (8, 512)]
     if args.smoke:
         size, shapes, args.rounds = SMOKE, [(1, 16)], 1
@@ -113,16 +90,23 @@ def run_cpu(args) -> None:
     for shape in shapes:
         input_ids = torch.randint(1, config.vocab_size, shape)
         for dtype in (torch.float32, torch.bfloat16):
-            model.to(dtype)
-            times = {True: [], False: []}
+            calls = run_calls(model.to(dtype), input_ids)
+            times = {name: [] for name in calls}
+            for call in calls.values():  # warm-up
+                call()
             for _ in range(args.rounds):
-                for fused in (False, True):
-                    times[fused].append(forward_seconds(model, input_ids, fused))
-            fused_s, separate_s = min(times[True]), min(times[False])
-            result = dict(shape=shape, dtype=str(dtype), fused_ms=fused_s * 1e3, separate_ms=separate_s * 1e3)
-            payload["results"].append(result)
-            rows.append([f"{shape[0]} x {shape[1]}", str(dtype).removeprefix("torch."), f"{fused_s * 1e3:.1f}",
-                         f"{separate_s * 1e3:.1f}", f"{separate_s / fused_s:.3f}x"])  # fmt: skip
+                for name, call in calls.items():
+                    start = time.perf_counter()
+                    call()
+                    times[name].append(time.perf_counter() - start)
+            best = {name: min(values) for name, values in times.items()}
+            payload["results"].append(
+                dict(shape=shape, dtype=str(dtype), best_ms={k: v * 1e3 for k, v in best.items()})
+            )
+            separate = best["three products"]
+            rows.append([f"{shape[0]} x {shape[1]}", str(dtype).removeprefix("torch."),
+                         *(f"{best[name] * 1e3:.1f}" for name in RUNS),
+                         *(f"{separate / best[name]:.3f}x" for name in RUNS[1:])])  # fmt: skip
             print(rows[-1], flush=True)
     machine = payload["machine"]
     markdown = (
@@ -130,8 +114,10 @@ def run_cpu(args) -> None:
         f"`python benchmarks/bench_fused_projection.py`, {machine['date']}; {machine['cpu']}, "
         f"{machine['torch_threads']} threads, load average {os.getloadavg()[0]:.1f}; "
         f"torch {machine['torch']}, transformers {machine['transformers']}; "
-        f"fastest of {args.rounds} alternating rounds.\n\n"
-        + benchlib.markdown_table(["tokens", "dtype", "one product ms", "three products ms", "speedup"], rows)
+        f"fastest of {args.rounds} alternating rounds, ms per forward.\n\n"
+        + benchlib.markdown_table(
+            ["tokens", "dtype", *RUNS, "joined per forward speedup", "fuse_qkv_projections speedup"], rows
+        )
     )
     if not args.smoke:
         benchlib.write_results("fused_projection_cpu", payload, markdown)
@@ -139,8 +125,8 @@ def run_cpu(args) -> None:
 
 
 def run_cuda(args) -> None:
-    """The CUDA table: three projection layouts and BERT-SDPA, bf16, per forward: back-to-back, host and kernel
-    time; the median of interleaved rounds."""
+    """The CUDA table: the three runs and BERT-SDPA, bf16, per forward: back-to-back, host and kernel time; the
+    median of interleaved rounds."""
     device, dtype = torch.device("cuda"), torch.bfloat16
     size, shapes = (SMOKE, [(2, 32)]) if args.smoke else (BASE, CUDA_SHAPES)
     common = dict(vocab_size=30000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **size)
@@ -151,14 +137,17 @@ def run_cuda(args) -> None:
     )
     bert = transformers.BertModel(bert_config, add_pooling_layer=False)
     ours, bert = (model.to(device, dtype).eval() for model in (ours, bert))
-    join_weights(ours)
     payload = {"machine": benchlib.machine_info(device), "size": size, "results": []}
     rows = []
     for batch, length in shapes:
         input_ids = torch.randint(1, common["vocab_size"], (batch, length), device=device)
+        calls = run_calls(ours, input_ids)
 
-        calls = {layout: with_layout(layout, inference_call(ours, input_ids)) for layout in LAYOUTS}
-        calls["BERT-SDPA"] = inference_call(bert, input_ids)
+        def bert_call(input_ids=input_ids):
+            with torch.inference_mode():
+                bert(input_ids=input_ids)
+
+        calls["BERT-SDPA"] = bert_call
         rounds = {name: {"back_to_back": [], "host": []} for name in calls}
         for _ in range(args.rounds):
             for name, call in calls.items():

@@ -10,7 +10,8 @@ closure of a model or a tokenizer; and no file outside this folder is named `*_h
 is not copied and holds no code.
 
 By job: `configuration` (the config), `modeling` (the base model and the heads the `auto_map` names), `layers`,
-`attention` (softmax, linear and cross-attention), `heads` (the heads' own modules and losses), `memory_saving`,
+`attention` (softmax, linear and cross-attention), `joined_projection` (query, key and value as one product, on
+request), `heads` (the heads' own modules and losses), `memory_saving`,
 `saving` (auto_map, card metadata, files written on save), `batch_plan` (layout of a batch: masks, rotation,
 unpadding), `input_checks`, `rotary`, `rotary_kernels`, `rope_scaling`, `blockwise_attention`, `linear_attention`,
 `padding_free`, `releases` (differences between transformers releases, other libraries' private API),

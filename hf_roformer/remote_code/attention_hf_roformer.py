@@ -19,6 +19,7 @@ from .batch_plan_hf_roformer import BatchPlan
 from .blockwise_attention_hf_roformer import blockwise_attention_applies, blockwise_attention_forward
 from .configuration_hf_roformer import HfRoFormerConfig
 from .input_checks_hf_roformer import traces_graph
+from .joined_projection_hf_roformer import joined_projection
 from .linear_attention_hf_roformer import (
     bidirectional_linear_attention,
     causal_linear_attention,
@@ -68,7 +69,6 @@ def masked_sdpa_forward(
     return output.transpose(1, 2).contiguous(), None
 
 
-
 def self_attention_cache(cache: Cache | None) -> Cache | None:
     """The cache self-attention writes to (the self-attention half of an encoder-decoder cache)."""
     if isinstance(cache, EncoderDecoderCache):
@@ -101,9 +101,13 @@ class HfRoFormerAttentionBase(nn.Module):
 
     def project_query_key_value(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The query, key and value projections of `(batch, seq, hidden)` states, each `(batch, seq, hidden)`: each
-        module called, as LoRA adapters, quantized or tensor-parallel layers and offloading hooks expect. (One product
-        of the three weights concatenated per forward gained nothing consistent on CPU, 0.91-1.07x of this:
+        module called, as LoRA adapters, quantized or tensor-parallel layers and offloading hooks expect; one product
+        of weights joined beforehand where `fuse_qkv_projections()` asked for it and it gives the same
+        (`joined_projection_hf_roformer`). (Joining the weights anew in every forward gained nothing:
         benchmarks/bench_fused_projection.py.)"""
+        joined = joined_projection(self, hidden_states)
+        if joined is not None:
+            return joined
         return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
 
     def split_heads(self, projection: nn.Linear, states: torch.Tensor) -> torch.Tensor:
@@ -223,9 +227,9 @@ class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
         self, hidden_states: torch.Tensor, plan: BatchPlan, cache: Cache | None = None, **kwargs
     ) -> tuple[torch.Tensor, None]:
         """Attend with eq. 19; the plan's mask is the 2D padding mask of the current tokens (1 = real)."""
-        query = self.split_heads(self.query, hidden_states)
-        key = self.split_heads(self.key, hidden_states)
-        value = self.split_heads(self.value, hidden_states)
+        heads = (*hidden_states.shape[:-1], -1, self.head_dim)
+        projections = self.project_query_key_value(hidden_states)
+        query, key, value = (states.view(heads).transpose(1, 2) for states in projections)
         rotation = plan.rotation
         if self.rotary_value:
             (value,) = rotation.rotate(value)
@@ -290,4 +294,3 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
             **kwargs,
         )
         return attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attn_weights
-

@@ -123,6 +123,31 @@ def is_view_of_another_tensor(tensor: torch.Tensor) -> bool:
     return tensor._base is not None
 
 
+def child_modules(module: torch.nn.Module) -> dict:
+    """`module`'s direct submodules by attribute name, read as a dict: `Module._modules` (every torch release;
+    `named_children()` builds a generator and `getattr` goes through `Module.__getattr__`, each several times slower,
+    for checks that run per layer and forward)."""
+    return module._modules
+
+
+def own_parameters(module: torch.nn.Module) -> dict:
+    """`module`'s own parameters by attribute name (None for an absent bias), read as a dict: `Module._parameters`
+    (every torch release; see `child_modules`)."""
+    return module._parameters
+
+
+def own_buffers(module: torch.nn.Module) -> dict:
+    """`module`'s own buffers by attribute name, read as a dict: `Module._buffers` (every torch release; see
+    `child_modules`)."""
+    return module._buffers
+
+
+def tensor_version(tensor: torch.Tensor) -> int:
+    """How many times `tensor`'s memory was written in place (optimizer steps, `load_state_dict`, `copy_`): its
+    version counter, `Tensor._version` (every torch release; no public equivalent)."""
+    return tensor._version
+
+
 def softmax_into(scores: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension written into `out`, which may be `scores` itself: `aten._softmax.out` (torch
     2.6 and newer; `torch.softmax` has no `out` argument)."""
@@ -217,6 +242,7 @@ __all__ = [
     "backend_encode_plus",
     "cache_output",
     "causal_mask",
+    "child_modules",
     "decode_special_floats",
     "encoding_from_state",
     "encoding_state_fields",
@@ -225,7 +251,10 @@ __all__ = [
     "keep_used_weight_conversions",
     "mirror_distributed_type",
     "output_cache",
+    "own_buffers",
+    "own_parameters",
     "release",
     "softmax_into",
+    "tensor_version",
     "with_tokenizers_pipeline",
 ]
