@@ -130,11 +130,12 @@ class HfRoFormerPreTrainedModel(HfRoFormerSavingMixin, PreTrainedModel):
         those weights.
 
         The three layers stay the model's parameters (saved files, LoRA targets and tensor-parallel plans do not
-        change), and the forward equals the unfused one: the copy follows the parameters when they change, and the
-        three products run while gradients are recorded, in compiled graphs and once a layer is replaced (a LoRA
-        adapter attached afterwards). Raises `ValueError` naming the layer, changing nothing, where one is not a plain
-        `nn.Linear` (adapters or quantization already applied, sharded weights): fuse first. Hooks registered on the
-        three layers do not run while their product is joined. `unfuse_qkv_projections()` drops the copy."""
+        change), and the forward gives the unfused outputs within rounding: the copy follows the parameters when they
+        change, and the three products run while gradients are recorded, in compiled graphs and once a layer is
+        replaced (a LoRA adapter attached afterwards). Raises `ValueError` naming the layer, changing nothing, where
+        one is not a plain `nn.Linear` (adapters or quantization already applied, sharded weights): fuse first. Hooks
+        registered on the three layers do not run while their product is joined. `unfuse_qkv_projections()` drops the
+        copy."""
         modules = {
             name: module
             for name, module in self.named_modules()
