@@ -12,7 +12,10 @@ Rows (random weights, dropout 0, no downloads):
   quantize_dynamic`), and hf_roformer exported with `hf_roformer.export_onnx` and run by ONNX Runtime in fp32 and
   after its dynamic int8 quantization (up to 512 tokens: the exported graph computes attention as plain matrix
   products with the L x L scores in memory, over a minute per call and gigabytes at 4 x 2,048 on a 2-core machine);
-  both PyTorch models in bf16 under `torch.compile` too, at 8 x 512.
+  hf_roformer in bf16 with query, key and value joined into one product (`fuse_qkv_projections()`) too;
+  both PyTorch models in bf16 under `torch.compile` too: at 8 x 512 as compiled by default, and at 8 x 512 and
+  4 x 2,048 with frozen weights (Inductor's `freezing`, the CPU inference setting); where the CPU has AMX-INT8,
+  hf_roformer quantized by torchao (int8 weights and activations) and compiled with frozen weights, at 8 x 512.
 - Training at 8 x 512: forward, backward and an AdamW step under bf16 autocast (fp32 weights).
 
 Every row reports tokens/s, model FLOP/s (per token 2 x the encoder's weights plus 4 x length x hidden per layer;
@@ -126,6 +129,29 @@ def inputs(batch: int, length: int) -> dict:
     }
 
 
+def frozen_call(model: torch.nn.Module, batch: dict) -> Callable[[], object]:
+    """`model` compiled by Inductor with frozen weights (`torch._inductor.config.freezing`: the weights become
+    constants, so oneDNN's matrix products get them prepacked for the CPU's matrix units, with bias and activation
+    fused), fixed to `batch`'s shape; called without gradients."""
+    compiled = torch.compile(model, dynamic=False)
+
+    def call():
+        with torch.no_grad(), torch._inductor.config.patch(freezing=True):
+            return compiled(**batch)
+
+    return call
+
+
+def torchao_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` with every linear layer quantized by torchao (int8 weights, activations quantized per call): the int8
+    route transformers' `TorchAoConfig` takes, here for compiling with frozen weights (Inductor lowers it to oneDNN's
+    int8 products, which use AMX-INT8 where the CPU has it)."""
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+    quantize_(model, Int8DynamicActivationInt8WeightConfig())
+    return model
+
+
 def onnx_sessions(model: torch.nn.Module, directory: Path, threads: int) -> dict:
     """ONNX Runtime sessions of `model` exported by `hf_roformer.export_onnx` (fp32) and of its dynamic int8
     quantization (onnxruntime.quantization.quantize_dynamic, int8 weights)."""
@@ -139,6 +165,8 @@ def onnx_sessions(model: torch.nn.Module, directory: Path, threads: int) -> dict
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # ONNX Runtime's threads otherwise spin, busy, for a while after each run: the rows after it would share the cores.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return {
         name: onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         for name, path in (("fp32", fp32_path), ("int8", int8_path))
@@ -208,6 +236,8 @@ def main() -> None:
     max_length = max(length for _, length in shapes)
     models = {kind: build(kind, size, max_length) for kind in ("hf_roformer", "bert_sdpa")}
     bf16 = {kind: build(kind, size, max_length).to(torch.bfloat16) for kind in models}
+    bf16_joined = build("hf_roformer", size, max_length).to(torch.bfloat16)
+    bf16_joined.fuse_qkv_projections()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization announces its move to torchao
         int8 = torch.ao.quantization.quantize_dynamic(
@@ -239,6 +269,7 @@ def main() -> None:
         for kind in models:
             add(f"{kind} fp32 {shape[0]}x{shape[1]}", "fp32", shape, no_grad(models[kind], batch))
             add(f"{kind} bf16 {shape[0]}x{shape[1]}", "bf16", shape, no_grad(bf16[kind], batch))
+        add(f"hf_roformer bf16 fuse_qkv {shape[0]}x{shape[1]}", "bf16", shape, no_grad(bf16_joined, batch))
         add(f"hf_roformer int8 dynamic {shape[0]}x{shape[1]}", "int8", shape, no_grad(int8, batch))
     if not args.no_onnx:
         scratch = benchlib.scratch_directory("cpu_limit_onnx.")  # the exported models: about 0.5 GB
@@ -252,6 +283,13 @@ def main() -> None:
                 compiled = torch.compile(model)
                 name = f"{kind} {precision} compiled {focus[0]}x{focus[1]}"
                 add(name, precision, focus, no_grad(compiled, batches[focus]))
+        for shape in shapes[1:]:  # the targets' shapes
+            for kind in models:
+                name = f"{kind} bf16 compiled frozen {shape[0]}x{shape[1]}"
+                add(name, "bf16", shape, frozen_call(bf16[kind], batches[shape]))
+        if "amx_int8" in flags or args.quick:
+            name = f"hf_roformer int8 torchao compiled frozen {focus[0]}x{focus[1]}"
+            add(name, "int8", focus, frozen_call(torchao_int8(build("hf_roformer", size, max_length)), batches[focus]))
     for kind in models:
         trained = build(kind, size, max_length).train()
         add(f"{kind} bf16-autocast training {focus[0]}x{focus[1]}", "bf16", focus,
@@ -343,12 +381,20 @@ def render(payload: dict, square: str) -> str:
     lines.append("\n## Ratios (same run)\n")
     ratio_rows = []
     for name, row in results.items():
-        if name.startswith("hf_roformer") and "int8" not in name:
-            peer = results.get(name.replace("hf_roformer", "bert_sdpa", 1))
-            if peer:
-                ratio = row["tokens_per_s"] / peer["tokens_per_s"]
-                ratio_rows.append([name.removeprefix("hf_roformer "), f"{ratio:.2f}x"])
-    lines.append(benchlib.markdown_table(["row", "hf_roformer / BERT-SDPA"], ratio_rows))
+        if not name.startswith("hf_roformer") or "int8" in name:
+            continue
+        same_route = results.get(name.replace("hf_roformer", "bert_sdpa", 1).replace(" fuse_qkv", ""))
+        peers = [peer["tokens_per_s"] for peer_name, peer in results.items() if peer_name.startswith("bert_sdpa")
+                 and (peer["precision"], peer["shape"], peer["training"]) == (row["precision"], row["shape"],
+                                                                              row["training"])]  # fmt: skip
+        if same_route:
+            ratio = row["tokens_per_s"] / same_route["tokens_per_s"]
+            ratio_rows.append([name.removeprefix("hf_roformer "), f"{ratio:.2f}x",
+                               f"{row['tokens_per_s'] / max(peers):.2f}x"])  # fmt: skip
+    lines.append(benchlib.markdown_table(
+        ["row", "hf_roformer / BERT-SDPA, same route", "/ BERT-SDPA's fastest route, same precision and shape"],
+        ratio_rows,
+    ))  # fmt: skip
     for case, by_kind in payload["profile"].items():
         for kind, profile in by_kind.items():
             title = f"Where a layer's time goes: {kind}, {case}, one forward (profiler self time, ms per layer)"

@@ -8,7 +8,7 @@ is the demo's 2,000 held-out reviews. Variants: fp32 (reference), bf16 and fp16 
 (`TorchAoConfig(Int8DynamicActivationInt8WeightConfig())`: int8 weights, dynamically quantized activations), and
 PyTorch's `quantize_dynamic` (qint8 linear layers). Reported: held-out accuracy, agreement with fp32 predictions,
 largest probability change, time for the whole set and the size of the weights.
--> results/quantization_cpu.{json,md}
+-> results/quantization_cpu.{json,md} (`--output NAME`: results/NAME.*)
 """
 
 import argparse
@@ -86,6 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, help="a directory saved by `hf-roformer demo` (default: train one)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", default="quantization_cpu", help="results file name (default: quantization_cpu)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
@@ -153,7 +154,7 @@ def main() -> None:
             rows,
         )
     )
-    for path in benchlib.write_results("quantization_cpu", payload, markdown):
+    for path in benchlib.write_results(args.output, payload, markdown):
         print(path)
 
 
