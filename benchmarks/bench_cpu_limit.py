@@ -144,8 +144,7 @@ def frozen_call(model: torch.nn.Module, batch: dict) -> Callable[[], object]:
 
 def torchao_int8(model: torch.nn.Module) -> torch.nn.Module:
     """`model` with every linear layer quantized by torchao (int8 weights, activations quantized per call): the int8
-    route transformers' `TorchAoConfig` takes, here for compiling with frozen weights (Inductor lowers it to oneDNN's
-    int8 products, which use AMX-INT8 where the CPU has it)."""
+    route transformers' `TorchAoConfig` takes, here to be compiled with frozen weights."""
     from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 
     quantize_(model, Int8DynamicActivationInt8WeightConfig())
