@@ -131,8 +131,7 @@ def inputs(batch: int, length: int) -> dict:
 
 def frozen_call(model: torch.nn.Module, batch: dict) -> Callable[[], object]:
     """`model` compiled by Inductor with frozen weights (`torch._inductor.config.freezing`: the weights become
-    constants, so oneDNN's matrix products get them prepacked for the CPU's matrix units, with bias and activation
-    fused), fixed to `batch`'s shape; called without gradients."""
+    constants, prepacked for oneDNN's matrix products), fixed to `batch`'s shape; called without gradients."""
     compiled = torch.compile(model, dynamic=False)
 
     def call():
@@ -383,13 +382,16 @@ def render(payload: dict, square: str) -> str:
         if not name.startswith("hf_roformer") or "int8" in name:
             continue
         same_route = results.get(name.replace("hf_roformer", "bert_sdpa", 1).replace(" fuse_qkv", ""))
-        peers = [peer["tokens_per_s"] for peer_name, peer in results.items() if peer_name.startswith("bert_sdpa")
-                 and (peer["precision"], peer["shape"], peer["training"]) == (row["precision"], row["shape"],
-                                                                              row["training"])]  # fmt: skip
-        if same_route:
-            ratio = row["tokens_per_s"] / same_route["tokens_per_s"]
-            ratio_rows.append([name.removeprefix("hf_roformer "), f"{ratio:.2f}x",
-                               f"{row['tokens_per_s'] / max(peers):.2f}x"])  # fmt: skip
+        if not same_route:
+            continue
+        setting = (row["precision"], row["shape"], row["training"])
+        fastest = max(
+            peer["tokens_per_s"]
+            for peer_name, peer in results.items()
+            if peer_name.startswith("bert_sdpa") and (peer["precision"], peer["shape"], peer["training"]) == setting
+        )
+        same_ratio, fastest_ratio = row["tokens_per_s"] / same_route["tokens_per_s"], row["tokens_per_s"] / fastest
+        ratio_rows.append([name.removeprefix("hf_roformer "), f"{same_ratio:.2f}x", f"{fastest_ratio:.2f}x"])
     lines.append(benchlib.markdown_table(
         ["row", "hf_roformer / BERT-SDPA, same route", "/ BERT-SDPA's fastest route, same precision and shape"],
         ratio_rows,
