@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import logging
 import math
 import os
 import shutil
@@ -27,6 +28,45 @@ import transformers  # noqa: E402
 import hf_roformer  # noqa: E402
 
 
+# Under pytest-xdist (`make test` runs two workers on the two cores) each worker computes on one thread, and so do the
+# processes it starts: two workers of two threads each would oversubscribe the cores. One worker's single-threaded
+# work (starting interpreters, importing, tokenizing) then overlaps the other's computing.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+# The test files that take longest on 2 cores, longest first: they are handed to the workers first, so that the two
+# finish at about the same time. Any other file follows in collection order.
+LONGEST_FIRST = (
+    "tests/test_docs_reading_comprehension.py",
+    "tests/test_docs_fine_tuning.py",
+    "tests/test_docs_long_documents.py",
+    "tests/test_docs_distributed_training.py",
+    "tests/test_docs.py",
+    "tests/test_docs_ner.py",
+    "tests/test_deepspeed.py",
+    "tests/test_install.py",
+    "tests/test_cli.py",
+    "tests/test_resume.py",
+    "tests/test_fsdp.py",
+    "tests/test_packing.py",
+    "tests/test_training.py",
+    "tests/test_attention.py",
+    "tests/test_export.py",
+    "tests/test_finetune.py",
+    "tests/test_reruns.py",
+    "tests/test_docs_pre_training.py",
+    "tests/test_docs_serving.py",
+    "tests/test_vllm_server.py",
+    "tests/test_vllm_sentence_encoders.py",
+    "tests/test_vllm_classifiers.py",
+    "tests/test_padding_free.py",
+    "tests/test_pretrained_checkpoint.py",
+    "tests/test_config_fuzz.py",
+)
+
+
 def pytest_configure(config):
     """The processes tests start (torchrun, `accelerate launch`, vLLM servers, documented commands) keep their
     temporary files (torch elastic's log folders, vLLM's IPC sockets and distributed-setup files, about 170 a run)
@@ -36,6 +76,44 @@ def pytest_configure(config):
     children = tempfile.mkdtemp(prefix="hf-roformer-tests-")
     os.environ["TMPDIR"] = children
     config.add_cleanup(functools.partial(shutil.rmtree, children, ignore_errors=True))
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest test files first (`LONGEST_FIRST`), each file's tests in their order: `make test` hands whole files
+    to its two pytest-xdist workers (`--dist loadfile`: a module-scoped fixture is made once) in this order."""
+    rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.location[0], len(rank)))
+
+
+# The libraries' logging as this process starts, before any test: the state every test starts from.
+LOGGING_AT_START = (
+    transformers.logging.get_verbosity(),
+    transformers.utils.logging.is_progress_bar_enabled(),
+    logging.getLogger("hf_roformer").level,
+    logging.getLogger("hf_roformer").propagate,
+    tuple(logging.getLogger("hf_roformer").handlers),
+)
+
+
+def reset_library_logging() -> None:
+    """transformers' verbosity and progress bars and hf_roformer's logger as they were when this process started."""
+    verbosity, progress_bar, level, propagate, handlers = LOGGING_AT_START
+    transformers.logging.set_verbosity(verbosity)
+    (transformers.logging.enable_progress_bar if progress_bar else transformers.logging.disable_progress_bar)()
+    package = logging.getLogger("hf_roformer")
+    package.setLevel(level)
+    package.propagate = propagate
+    package.handlers[:] = handlers
+
+
+@pytest.fixture(autouse=True)
+def library_logging_reset():
+    """Every test starts, and leaves, with the libraries' logging as the process started: a command run in this process
+    (in a test or in a module's fixture) quiets transformers and points hf_roformer's logger at the streams of that
+    moment, and no test's outcome may depend on which ran before it in the same worker."""
+    reset_library_logging()
+    yield
+    reset_library_logging()
 
 
 TINY = dict(

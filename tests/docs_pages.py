@@ -105,9 +105,31 @@ class PageRun:
         return texts[self._where(contains)]
 
 
-@functools.cache
+# The pages whose run some test file reads besides running it, and that file: `make test` runs each test file in one
+# pytest-xdist worker (`--dist loadfile`), so a page is run by one file only (once per session) and read by the tests
+# beside it. Every other page is run by test_docs.py.
+PAGE_TESTS = {
+    "distributed-training.md": "test_docs_distributed_training.py",
+    "fine-tuning.md": "test_docs_fine_tuning.py",
+    "long-documents.md": "test_docs_long_documents.py",
+    "ner.md": "test_docs_ner.py",
+    "pre-training.md": "test_docs_pre_training.py",
+    "reading-comprehension.md": "test_docs_reading_comprehension.py",
+    "serving.md": "test_docs_serving.py",
+}
+
+
 def run_page(name: str) -> PageRun:
-    """Run the blocks of README.md or docs/`name` (once per session; later calls return the same run)."""
+    """Run the blocks of README.md or docs/`name` (once per session; later calls return the same run), from the test
+    file the page belongs to (`PAGE_TESTS`, else test_docs.py)."""
+    running = Path(os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0]).name
+    owner = PAGE_TESTS.get(name, "test_docs.py")
+    assert running == owner, f"{name} is run by tests/{owner} (docs_pages.PAGE_TESTS), not by tests/{running}"
+    return _run_page(name)
+
+
+@functools.cache
+def _run_page(name: str) -> PageRun:
     page = ROOT / name if name == "README.md" else ROOT / "docs" / name
     directory = Path(tempfile.mkdtemp(prefix=f"docs-{page.stem}-"))
     atexit.register(shutil.rmtree, directory, ignore_errors=True)  # cached for the session: read by later tests

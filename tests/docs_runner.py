@@ -13,6 +13,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -35,10 +36,12 @@ def main(path: str) -> int:
     blocks = json.loads(open(path, encoding="utf-8").read())
     namespace = {"__name__": "__main__"}
     stderr_of = {}
+    timings = {}
     record = Path(path).with_name(".docs-stderr.json")
     try:
         for block in blocks:
             print(f"--- {block['where']} ({block['language']})", flush=True)
+            started = time.perf_counter()
             if block["language"] == "python":
                 tee = Tee(sys.stderr)
                 try:
@@ -59,9 +62,11 @@ def main(path: str) -> int:
                 if result.returncode != 0:
                     print(f"FAILED: {block['where']} (exit status {result.returncode})", flush=True)
                     return 1
+            timings[block["where"]] = round(time.perf_counter() - started, 1)
         return 0
     finally:
         record.write_text(json.dumps(stderr_of, ensure_ascii=False, indent=1), encoding="utf-8")
+        Path(path).with_name(".docs-timings.json").write_text(json.dumps(timings, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -11,6 +13,11 @@ from transformers.testing_utils import CaptureLogger
 
 import hf_roformer
 from hf_roformer.remote_code.saving_hf_roformer import AUTO_MAP
+
+
+pytestmark = [  # see setup.cfg
+    pytest.mark.releases("auto_registration", "integrations.roformer_checkpoints", "remote_code.saving_hf_roformer"),
+]
 
 
 AUTO_HEADS = {auto_class.__name__: model_class for auto_class, model_class in hf_roformer.AUTO_MODEL_CLASSES.items()}
@@ -64,6 +71,36 @@ def test_registration():
         assert isinstance(auto_class.from_config(tiny_config()), model_class)
     # transformers' own RoFormer is untouched
     assert transformers.CONFIG_MAPPING["roformer"] is transformers.RoFormerConfig
+
+
+# Checked in a fresh interpreter: the config, every head and the tokenizer reached through transformers' Auto classes.
+REGISTERED_EVERYWHERE = """
+import transformers
+from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING
+import hf_roformer
+config = transformers.AutoConfig.for_model("hf_roformer", vocab_size=16, hidden_size=8, num_hidden_layers=1,
+                                           num_attention_heads=2, intermediate_size=8)
+assert type(config) is hf_roformer.HfRoFormerConfig, type(config)
+for auto_class, head in hf_roformer.AUTO_MODEL_CLASSES.items():
+    assert type(auto_class.from_config(config)) is head, auto_class
+registered = TOKENIZER_MAPPING[hf_roformer.HfRoFormerConfig]  # a class, or (slow, fast) on some releases
+assert hf_roformer.HfRoFormerTokenizer in (registered if isinstance(registered, tuple) else (registered,)), registered
+"""
+
+
+@pytest.mark.parametrize("first", ["hf_roformer", "transformers' Auto classes"])
+def test_registration_holds_in_either_import_order_and_the_package_import_is_light(first, tmp_path):
+    """`import hf_roformer` imports neither torch nor transformers (`auto_registration.py` registers each class when
+    its Auto module is imported); the Auto classes find every class whichever is imported first."""
+    if first == "hf_roformer":
+        prologue = "import sys, hf_roformer\nassert not {'torch', 'transformers'} & set(sys.modules)\n"
+    else:
+        prologue = "from transformers import AutoConfig, AutoModel, AutoTokenizer\n"
+    result = subprocess.run(
+        [sys.executable, "-c", prologue + REGISTERED_EVERYWHERE], capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 @pytest.mark.parametrize("auto_name", sorted(AUTO_HEADS))

@@ -14,6 +14,9 @@ import hf_roformer
 from hf_roformer.training.batching import LengthAwareTrainer, passes_by_length, split_by_token_budget
 
 
+pytestmark = pytest.mark.releases("training.batching")  # see setup.cfg
+
+
 VOCAB = 60
 
 

@@ -15,6 +15,9 @@ from hf_roformer.remote_code.blockwise_attention_hf_roformer import (
 )
 
 
+pytestmark = pytest.mark.releases("remote_code.blockwise_attention_hf_roformer")  # see setup.cfg
+
+
 BATCH, HEADS, LENGTH, HEAD_DIM = 2, 3, 37, 8
 BLOCK = 5  # several blocks and a shorter last one
 SCALING = 0.3

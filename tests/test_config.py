@@ -17,6 +17,9 @@ from hf_roformer.remote_code.configuration_hf_roformer import FIELD_RULES
 from hf_roformer.remote_code.rope_scaling_hf_roformer import ROPE_TYPE_RULES
 
 
+pytestmark = pytest.mark.releases("remote_code.configuration_hf_roformer")  # see setup.cfg
+
+
 def test_defaults_match_transformers_roformer():
     ours = hf_roformer.HfRoFormerConfig()
     reference = transformers.RoFormerConfig()

@@ -1,21 +1,32 @@
 """Every `python` and `bash` block of README.md and docs/*.md runs as written (see `docs_pages.py` for how: a
 scratch directory with tiny stand-ins of the files the blocks name, `HF_ROFORMER_SMOKE=1` for the long-running
-commands, blocks marked `<!-- docs-test: skip (reason) -->` left out)."""
+commands, blocks marked `<!-- docs-test: skip (reason) -->` left out): here, the pages no other test file reads; the
+pages of `docs_pages.PAGE_TESTS` run in the test file that checks what they print and write."""
 
 import re
 
 import pytest
-from docs_pages import PAGES, ROOT, SERVING, SKIP, code_blocks, run_page_as_written, runnable
+from docs_pages import PAGE_TESTS, PAGES, ROOT, SERVING, SKIP, code_blocks, run_page_as_written, runnable
 
 
 pytestmark = pytest.mark.user_path  # see setup.cfg
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", [page for page in PAGES if page.name not in PAGE_TESTS], ids=lambda page: page.name)
 def test_code_blocks_run_as_written(page):
     if not runnable(page):
         pytest.skip(f"{page.name} has no runnable code block")
     run_page_as_written(page.name)  # fails with the end of the output unless every block ran
+
+
+def test_every_page_with_code_is_run_by_a_test():
+    """No page is left out: each page with runnable blocks is run by `test_code_blocks_run_as_written` or by the test
+    file `PAGE_TESTS` names for it, which runs it as written (`run_page_as_written`)."""
+    names = {page.name for page in PAGES}
+    assert set(PAGE_TESTS) <= names, set(PAGE_TESTS) - names
+    for page, test_file in PAGE_TESTS.items():
+        source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
+        assert f'run_page_as_written("{page}")' in source, f"tests/{test_file} does not run {page}"
 
 
 def test_every_skipped_block_says_why():

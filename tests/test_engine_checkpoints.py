@@ -10,6 +10,9 @@ import torch.distributed.checkpoint as dcp
 from hf_roformer.training.engine_checkpoints import engine_checkpoint_problem, holds_engine_state
 
 
+pytestmark = pytest.mark.releases("training.distributed")  # see setup.cfg
+
+
 def sharded_fsdp_checkpoint(directory):
     """The layout of a sharded FSDP checkpoint (one process here): model and optimizer as distributed checkpoints."""
     state = {"weight": torch.arange(1000, dtype=torch.float32), "bias": torch.ones(10)}

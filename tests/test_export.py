@@ -19,6 +19,9 @@ from hf_roformer.remote_code.releases_hf_roformer import example_sizes_of_one_st
 from hf_roformer.utils.errors import ExportMismatchError, UsageError
 
 
+pytestmark = pytest.mark.releases("integrations.export")  # see setup.cfg
+
+
 onnxruntime = pytest.importorskip("onnxruntime")
 
 TRAINED_LENGTH = 16

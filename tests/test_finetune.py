@@ -24,6 +24,9 @@ from hf_roformer.training.tasks.question_answering import question_answering_hea
 from hf_roformer.utils.errors import UsageError
 
 
+pytestmark = pytest.mark.releases("training.training_run")  # see setup.cfg
+
+
 ASCII = [chr(code) for code in range(33, 127) if not chr(code).isupper()]
 
 

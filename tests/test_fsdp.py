@@ -22,7 +22,10 @@ from hf_roformer.training.engine_checkpoints import engine_checkpoint_problem
 from hf_roformer.training.fsdp_groups import tied_module_groups
 
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="multi-process gloo runs are exercised on Linux")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="multi-process gloo runs are exercised on Linux"),
+    pytest.mark.releases("training.distributed"),
+]
 
 TOLERANCE = 1e-5  # 2 processes against 1: the same sums in another order
 SHARDED = '{"state_dict_type": "SHARDED_STATE_DICT"}'

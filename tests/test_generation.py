@@ -9,6 +9,9 @@ import hf_roformer
 from hf_roformer.remote_code.releases_hf_roformer import output_cache
 
 
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
+
+
 @pytest.mark.parametrize("rotary_value", [False, True])
 @pytest.mark.parametrize("backend", ["eager", "sdpa"])
 def test_cached_generation_equals_recomputation(rotary_value, backend):

@@ -16,6 +16,11 @@ import hf_roformer
 from hf_roformer.remote_code.releases_hf_roformer import CACHE_FIELD, LEGACY_CACHE_ARGUMENT
 
 
+pytestmark = [  # see setup.cfg
+    pytest.mark.releases("remote_code.batch_plan_hf_roformer", "remote_code.modeling_hf_roformer"),
+]
+
+
 STRATEGIES = {
     "greedy": dict(do_sample=False),
     "beam": dict(do_sample=False, num_beams=3, num_return_sequences=2),

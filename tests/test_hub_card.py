@@ -15,6 +15,9 @@ import hf_roformer
 from hf_roformer.remote_code.model_card_hf_roformer import MODEL_TAGS
 
 
+pytestmark = pytest.mark.releases("remote_code.saving_hf_roformer")  # see setup.cfg
+
+
 PIPELINE_TAGS = {
     hf_roformer.HfRoFormerModel: "feature-extraction",
     hf_roformer.HfRoFormerForMaskedLM: "fill-mask",

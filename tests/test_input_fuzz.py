@@ -12,6 +12,9 @@ from conftest import tiny_config
 import hf_roformer
 
 
+pytestmark = pytest.mark.releases("remote_code.input_checks_hf_roformer")  # see setup.cfg
+
+
 CASES = 600
 VOCAB, TYPES, LABELS, CHOICES = 99, 2, 3, 3
 

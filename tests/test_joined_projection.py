@@ -9,6 +9,9 @@ from conftest import optimizer_steps, tiny_config
 import hf_roformer
 
 
+pytestmark = pytest.mark.releases("remote_code.joined_projection_hf_roformer")  # see setup.cfg
+
+
 def padded_batch():
     """Two rows, the second padded, as a collator pads them."""
     input_ids = torch.randint(1, 99, (2, 11), generator=torch.Generator().manual_seed(0))

@@ -12,6 +12,9 @@ from hf_roformer.remote_code.rope_scaling_hf_roformer import rope_inverse_freque
 from hf_roformer.remote_code.rotary_hf_roformer import rotate_interleaved
 
 
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
+
+
 FEATURES = {
     "elu": (lambda x: torch.nn.functional.elu(x) + 1, lambda x: torch.nn.functional.elu(x) + 1),
     "relu": (torch.relu, torch.relu),

@@ -10,6 +10,9 @@ from conftest import tiny_config
 import hf_roformer
 
 
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
+
+
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory):
     """A three-layer masked-LM checkpoint saved in shards of at most 20 kB, and its reference logits."""

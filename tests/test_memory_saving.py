@@ -11,6 +11,9 @@ from hf_roformer.remote_code.memory_saving_hf_roformer import HfRoFormerDropout
 from hf_roformer.remote_code.rotary_hf_roformer import HfRoFormerRotaryEmbedding, TokenRotation
 
 
+pytestmark = pytest.mark.releases("remote_code.memory_saving_hf_roformer")  # see setup.cfg
+
+
 def test_hidden_dropout_keeps_a_boolean_mask():
     dropout = HfRoFormerDropout(0.25).train()
     inputs = torch.randn(4, 16, 8, requires_grad=True)

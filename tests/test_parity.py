@@ -9,6 +9,11 @@ import hf_roformer
 from hf_roformer.remote_code.releases_hf_roformer import CACHE_FIELD
 
 
+pytestmark = [  # see setup.cfg
+    pytest.mark.releases("remote_code.attention_hf_roformer", "remote_code.modeling_hf_roformer"),
+]
+
+
 TOLERANCE = 1e-6
 
 

@@ -8,6 +8,9 @@ from conftest import optimizer_steps, tiny_config
 import hf_roformer
 
 
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
+
+
 peft = pytest.importorskip("peft")
 
 HEADS = {

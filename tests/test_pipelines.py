@@ -13,6 +13,9 @@ from hf_roformer.apps.question_answering import answer_question, best_span
 from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 
 
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
+
+
 VOCAB = Path(__file__).resolve().parent / "fixtures" / "word_vocab.txt"
 TEXT = "今天天气很好，我们去北京的公园散步。"
 LABELS = {0: "O", 1: "B-LOC", 2: "I-LOC"}

@@ -8,6 +8,9 @@ from conftest import tiny_config
 import hf_roformer
 
 
+pytestmark = pytest.mark.releases("remote_code.batch_plan_hf_roformer")  # see setup.cfg
+
+
 LENGTH = 12
 
 

@@ -14,6 +14,9 @@ import hf_roformer
 from hf_roformer.training.corpus import peoples_daily_documents, split_documents
 
 
+pytestmark = pytest.mark.releases("remote_code.saving_hf_roformer")  # see setup.cfg
+
+
 CHECKPOINT = hf_roformer.pretrained_checkpoint()
 MAX_BYTES = 25 * 2**20
 

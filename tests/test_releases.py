@@ -15,6 +15,9 @@ from hf_roformer.remote_code import releases_hf_roformer
 from hf_roformer.remote_code.releases_hf_roformer import OVERRIDDEN_HOOKS, TRANSFORMERS_RELEASE, release
 
 
+pytestmark = pytest.mark.releases("remote_code.releases_hf_roformer")  # see setup.cfg
+
+
 ROOT = Path(__file__).resolve().parent.parent
 RELEASES_MODULE = ROOT / "hf_roformer" / "remote_code" / "releases_hf_roformer.py"
 # Underscore names of other libraries that stay where transformers' own model code has them (see the module's
@@ -48,13 +51,70 @@ def test_the_supported_range_is_the_tested_range():
 
 
 def test_ci_runs_the_readme_test_command_and_prints_the_releases():
-    """.ci/run makes the tests' environment, runs the README's `make test` (making the other two environments
-    meanwhile), then the oldest release's suite and the serving suite."""
+    """.ci/run makes the three environments, then runs the README's `make test`, the oldest release's suite and the
+    serving suite, each as a timed step."""
     ci = (ROOT / ".ci" / "run").read_text()
-    targets = [re.split(r"\s*[&|>]", line.removeprefix("make "))[0].strip() for line in ci.splitlines()
-               if line.startswith("make ")]  # fmt: skip
-    assert targets == ["environment", "test", "environment-oldest environment-serving", "test-oldest", "test-serving"]
+    assert re.search(r"^for environment in environment environment-oldest environment-serving; do$", ci, re.MULTILINE)
+    steps = re.findall(r"^step (\S+) make (\S+) \|\| status=1$", ci, re.MULTILINE)
+    assert steps == [("test", "test"), ("test-oldest", "test-oldest"), ("test-serving", "test-serving")]
     assert "testing on transformers {transformers.__version__}" in (ROOT / "Makefile").read_text()
+
+
+# --- the oldest release's suite: the tests marked `releases` -------------------------------------------------------
+
+# Modules whose behaviour depends on the transformers release through public names whose meaning moved within 5.x
+# (besides those that import `releases_hf_roformer` or override one of its `OVERRIDDEN_HOOKS`, found by reading the
+# code): each needs a test marked `releases` naming it.
+RELEASE_SENSITIVE_AREAS = {
+    "auto_registration": "the Auto classes' registration",
+    "remote_code.attention_hf_roformer": "the attention interface and the backends' signatures",
+    "remote_code.rope_scaling_hf_roformer": "transformers' rope initialization functions",
+    "training.training_run": "the Trainer's construction, callbacks and resume",
+    "training.checkpoints": "the files of the Trainer's checkpoints",
+}
+
+
+def release_dependent_modules() -> dict[str, str]:
+    """Module (dotted, under `hf_roformer.`) -> why it depends on the release: it imports `releases_hf_roformer`,
+    defines an override of one of `OVERRIDDEN_HOOKS`, or is one of `RELEASE_SENSITIVE_AREAS`."""
+    hooks = {hook for _, _, hook in OVERRIDDEN_HOOKS}
+    found = {"remote_code.releases_hf_roformer": "the inventory of release differences", **RELEASE_SENSITIVE_AREAS}
+    for path in sorted((ROOT / "hf_roformer").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT / "hf_roformer").with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("releases_hf_roformer"):
+                found.setdefault(name, "imports releases_hf_roformer")
+            elif isinstance(node, ast.FunctionDef) and node.name in hooks:
+                found.setdefault(name, f"overrides {node.name}")
+    return found
+
+
+def modules_named_by_releases_marks() -> dict[str, list[str]]:
+    """Module -> the test files whose `pytest.mark.releases(...)` names it."""
+    named: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "releases"
+                and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "mark"
+            ):
+                for argument in node.args:
+                    named.setdefault(argument.value, []).append(path.name)
+    return named
+
+
+def test_every_module_that_depends_on_the_release_has_a_test_on_the_oldest_release():
+    """`make test-oldest` runs the tests marked `releases` on the oldest supported transformers: every module that
+    depends on the release is named by such a mark, and every name a mark gives is a module of the package."""
+    dependent = release_dependent_modules()
+    named = modules_named_by_releases_marks()
+    untested = {module: why for module, why in dependent.items() if module not in named}
+    assert not untested, f"no test marked @pytest.mark.releases(...) names these modules: {untested}"
+    unknown = {module: files for module, files in named.items() if module not in dependent}
+    assert not unknown, f"marked as release-dependent but not found so: {unknown}"
 
 
 @pytest.mark.parametrize("module, owner, hook", OVERRIDDEN_HOOKS)

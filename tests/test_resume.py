@@ -28,6 +28,9 @@ from hf_roformer.training.checkpoints import checkpoint_problem, last_complete_c
 from hf_roformer.training.corpus import peoples_daily_documents
 
 
+pytestmark = pytest.mark.releases("training.checkpoints", "training.training_run")  # see setup.cfg
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

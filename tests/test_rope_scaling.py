@@ -18,6 +18,11 @@ import hf_roformer
 from hf_roformer.remote_code.rope_scaling_hf_roformer import rope_attention_factor, rope_inverse_frequencies
 
 
+pytestmark = [  # see setup.cfg
+    pytest.mark.releases("remote_code.rope_scaling_hf_roformer", "remote_code.configuration_hf_roformer"),
+]
+
+
 HEAD_DIMS = [8, 64, 128]
 BASES = [10000.0, 500000.0]
 FACTORS = [1.0, 2.0, 8.0]

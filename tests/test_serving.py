@@ -31,6 +31,9 @@ from hf_roformer.integrations.serving import save_with_dense_pooler
 from hf_roformer.remote_code.saving_hf_roformer import AUTO_MAP
 
 
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
+
+
 VLLM_ATTENTION = "vllm"
 REQUESTS = [[2, 17, 33, 41, 8], [5, 6, 7], [90, 12, 13, 14, 15, 16, 3]]
 # vLLM 0.33, transformers/legacy.py: output layers of encoder checkpoints that pooling models do not load.
@@ -331,17 +334,6 @@ def test_every_saved_config_names_its_own_architecture_and_every_auto_class(mode
         assert saved_config["architectures"] == [model_class.__name__], path
         assert not hasattr(transformers, model_class.__name__)
         assert saved_config["auto_map"] == AUTO_MAP, path
-
-
-@pytest.mark.user_path  # see setup.cfg
-def test_the_serving_page_prints_what_it_says():
-    """docs/serving.md's blocks run in the docs tests; here their printed results are checked against the page."""
-    from docs_pages import run_page_as_written
-
-    run = run_page_as_written("serving.md")
-    assert run.output_of("as_served = ").strip().splitlines()[-1] == "0.0"
-    printed = re.search(r"largest difference to one process: (\S+)", run.output_of("tp_logits.py"))
-    assert printed and float(printed[1]) <= 1e-5
 
 
 def test_segment_ids_of_the_one_served_row_come_without_a_batch_dimension(tmp_path):

@@ -15,6 +15,9 @@ from hf_roformer.conversion.convert import convert_tf_checkpoint
 from hf_roformer_cli import main
 
 
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
+
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "original_checkpoints"
 ERA = "bert4keras-0.11.5"
 TEXTS = ["今天天气很好", "我们在北京测试roformer！", "明天天气不好。"]

@@ -15,6 +15,11 @@ from transformers import DataCollatorWithFlattening, DistributedConfig
 import hf_roformer
 
 
+pytestmark = [  # see setup.cfg
+    pytest.mark.releases("remote_code.modeling_hf_roformer", "remote_code.configuration_hf_roformer"),
+]
+
+
 TP_SIZE = 2
 HEADS = [
     "HfRoFormerModel",

@@ -27,6 +27,11 @@ from make_decode_and_char_golden import fuzz_texts  # noqa: E402
 from make_tokenizer_golden import corpus_lines  # noqa: E402
 
 
+pytestmark = [  # see setup.cfg
+    pytest.mark.releases("remote_code.tokenization_hf_roformer", "remote_code.encoding_hf_roformer"),
+]
+
+
 @pytest.fixture(scope="module")
 def golden():
     """Golden records with their texts resolved from the corpus."""

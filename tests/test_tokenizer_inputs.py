@@ -19,6 +19,11 @@ from make_decode_and_char_golden import FUZZ_ALPHABET  # noqa: E402
 from make_tokenizer_golden import corpus_lines  # noqa: E402
 
 
+pytestmark = [  # see setup.cfg
+    pytest.mark.releases("remote_code.encoding_hf_roformer", "remote_code.tokenization_hf_roformer"),
+]
+
+
 @pytest.fixture(scope="module")
 def word():
     return HfRoFormerTokenizer(str(FIXTURES / "word_vocab.txt"))

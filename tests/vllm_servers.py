@@ -4,7 +4,7 @@
 Every process of the server (the API server, vLLM's engine core and its worker) runs with hf_roformer made
 unimportable (a `sitecustomize` module on `PYTHONPATH`, which each child process reads at start-up), so the model is
 served from the remote code saved next to it (`--trust-remote-code`), as on a user's install without hf_roformer.
-Used by tests/test_vllm_server.py and benchmarks/bench_serving.py.
+Used by tests/test_vllm_*.py, tests/test_docs_serving.py and benchmarks/bench_serving.py.
 """
 
 import contextlib

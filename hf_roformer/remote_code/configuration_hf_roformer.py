@@ -20,14 +20,12 @@ from typing import Any, NamedTuple
 import torch
 from huggingface_hub.dataclasses import strict
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
-from transformers.activations import ACT2FN
 from transformers.configuration_utils import PreTrainedConfig
 from transformers.modeling_rope_utils import RopeParameters
 
-from .linear_attention_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS, check_linear_attention_rope
-from .padding_free_hf_roformer import PADDING_FREE_MODES
 from .releases_hf_roformer import CACHE_FIELD, decode_special_floats
 from .rope_scaling_hf_roformer import (
+    LENGTH_DEPENDENT_TYPES,
     MAX_LENGTH,
     MAX_LENGTH_TEXT,
     check_explicit_original_length,
@@ -57,6 +55,12 @@ def translate_roformer_config(config_dict: dict) -> dict:
 
 
 # -- what each field accepts ---------------------------------------------------------------------------------------
+
+# Linear attention's feature maps and rotation orders (`linear_attention_hf_roformer` implements them), and the
+# padding-free modes (`padding_free_hf_roformer`).
+FEATURE_MAPS = ("elu", "relu", "softmax")
+ROTATION_ORDERS = ("after_feature_map", "before_feature_map")
+PADDING_FREE_MODES = ("auto", "always", "never")
 
 
 class FieldRule(NamedTuple):
@@ -105,6 +109,21 @@ def one_of(*choices) -> FieldRule:
     return FieldRule(f"one of {list(choices)}", types, lambda value: value in choices)
 
 
+# Activations every transformers release names (keys of `ACT2FN`, checked by tests/test_config.py), accepted without
+# importing `transformers.activations`, which imports transformers' weight-loading machinery (seconds): a config stays
+# light to import and build.
+COMMON_ACTIVATIONS = frozenset({"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh"})
+
+
+def is_activation(name: str) -> bool:
+    """Whether `name` is a key of transformers' `ACT2FN`."""
+    if name in COMMON_ACTIVATIONS:
+        return True
+    from transformers.activations import ACT2FN
+
+    return name in ACT2FN
+
+
 def is_float_dtype(value) -> bool:
     """A floating-point torch dtype (the dtype weights are loaded in)."""
     return isinstance(value, torch.dtype) and value.is_floating_point
@@ -142,7 +161,7 @@ FIELD_RULES: dict[str, FieldRule] = {
     "num_hidden_layers": integer(1),
     "num_attention_heads": integer(1),
     "intermediate_size": integer(1),
-    "hidden_act": FieldRule("a key of transformers' ACT2FN (e.g. 'gelu', 'relu', 'silu')", (str,), ACT2FN.__contains__),
+    "hidden_act": FieldRule("a key of transformers' ACT2FN (e.g. 'gelu', 'relu', 'silu')", (str,), is_activation),
     "hidden_dropout_prob": PROBABILITY,
     "attention_probs_dropout_prob": PROBABILITY,
     "max_position_embeddings": integer(1, length=True),
@@ -508,7 +527,13 @@ class HfRoFormerConfig(PreTrainedConfig):
         """Every key the rope type reads, by `rope_scaling_hf_roformer.ROPE_TYPE_RULES` (transformers' own rope
         validation only warns, and raises a `KeyError` for missing keys), then what linear attention needs of them."""
         validate_rope_parameters(self)
-        check_linear_attention_rope(self)
+        rope_type = self.rope_parameters.get("rope_type", "default")
+        if self.attention_type == "linear" and self.is_decoder and rope_type in LENGTH_DEPENDENT_TYPES:
+            raise ValueError(  # a causal linear-attention state folds in each key once, rotated as it came
+                f"`rope_parameters['rope_type']` {rope_type!r} changes every key's rotation as the input grows, which "
+                "a causal linear-attention state cannot follow; use a static type (default, linear, ntk, yarn) with "
+                "`attention_type='linear'` in decoders."
+            )
 
     # -- reading ---------------------------------------------------------------------------------------------------
 

@@ -15,6 +15,8 @@ Hub-bound: copied next to saved tokenizers; imports only the standard library, `
 (optionally) `jieba` or `rjieba`.
 """
 
+import functools
+import importlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,16 +31,17 @@ from .releases_hf_roformer import encoding_from_state, encoding_state_fields
 from .text_rules_hf_roformer import basic_split, normalize_with_alignment
 
 
-try:
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)  # its dictionary loading prints progress lines on the first segmentation
-except ImportError:  # only word-level tokenizers segmenting with jieba need it
-    jieba = None
-try:
-    import rjieba
-except ImportError:
-    rjieba = None
+@functools.cache
+def segmenter_module(name: str):
+    """The module `jieba` or `rjieba`, imported when a word-level tokenizer first needs it (None where it is not
+    installed): char-level tokenizers never import either."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return None
+    if name == "jieba":
+        module.setLogLevel(logging.WARNING)  # its dictionary loading prints progress lines on the first segmentation
+    return module
 
 
 SEGMENTERS = ("auto", "jieba", "rjieba")
@@ -48,12 +51,12 @@ MEMO_LIMIT = 100_000
 
 def cut_with_jieba(text: str) -> list[str]:
     """jieba's exact mode without HMM, as the original segments."""
-    return jieba.lcut(text, HMM=False)
+    return segmenter_module("jieba").lcut(text, HMM=False)
 
 
 def cut_with_rjieba(text: str) -> list[str]:
     """rjieba's exact mode without HMM (a Rust port of jieba; same words on every text checked)."""
-    return rjieba.cut(text, hmm=False)
+    return segmenter_module("rjieba").cut(text, hmm=False)
 
 
 def resolve_segmenter(segmenter: str) -> str:
@@ -62,10 +65,10 @@ def resolve_segmenter(segmenter: str) -> str:
     if segmenter not in SEGMENTERS:
         raise ValueError(f"`segmenter` {segmenter!r} is not one of {SEGMENTERS}.")
     if segmenter == "auto":
-        segmenter = "rjieba" if rjieba is not None else "jieba"
-    if segmenter == "rjieba" and rjieba is None:
+        segmenter = "rjieba" if segmenter_module("rjieba") is not None else "jieba"
+    if segmenter == "rjieba" and segmenter_module("rjieba") is None:
         raise ImportError("segmenter='rjieba' needs rjieba: pip install rjieba")
-    if segmenter == "jieba" and jieba is None:
+    if segmenter == "jieba" and segmenter_module("jieba") is None:
         raise ImportError("The word-level RoFormer tokenizer needs jieba (or rjieba): pip install jieba")
     return segmenter
 

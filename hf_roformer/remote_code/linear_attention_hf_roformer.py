@@ -21,25 +21,11 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache, DynamicLayer
 
-from .rope_scaling_hf_roformer import LENGTH_DEPENDENT_TYPES
+from .configuration_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS
 
 
-FEATURE_MAPS = ("elu", "relu", "softmax")
-ROTATION_ORDERS = ("after_feature_map", "before_feature_map")
 # exp() of keys above this is clamped (softmax feature map), so float32 sums over very long inputs stay finite.
 MAX_KEY_EXPONENT = 60.0
-
-
-def check_linear_attention_rope(config) -> None:
-    """Causal linear attention folds each key, rotated once, into a running state, so the rope must not change with
-    the input length: raise a `ValueError` for dynamic types in linear-attention decoders."""
-    rope_type = config.rope_parameters.get("rope_type", "default")
-    if config.attention_type == "linear" and config.is_decoder and rope_type in LENGTH_DEPENDENT_TYPES:
-        raise ValueError(
-            f"`rope_parameters['rope_type']` {rope_type!r} changes every key's rotation as the input grows, which "
-            "a causal linear-attention state cannot follow; use a static type (default, linear, ntk, yarn) with "
-            "`attention_type='linear'` in decoders."
-        )
 
 
 def feature_maps(query: torch.Tensor, key: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,8 +170,6 @@ class HfRoFormerLinearAttentionCache(Cache):
 
 
 __all__ = [
-    "FEATURE_MAPS",
-    "ROTATION_ORDERS",
     "HfRoFormerLinearAttentionCache",
     "bidirectional_linear_attention",
     "causal_linear_attention",

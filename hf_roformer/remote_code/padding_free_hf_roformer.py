@@ -22,7 +22,6 @@ try:
 except ImportError:  # torch < 2.10 has no varlen attention; SDPA then keeps the padded path
     varlen_attn = None
 
-PADDING_FREE_MODES = ("auto", "always", "never")
 VARLEN_DTYPES = (torch.float16, torch.bfloat16)
 
 

@@ -13,7 +13,8 @@ checks that each listed hook exists in the installed release and that no other p
 used outside this module.
 
 Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers` and sibling Hub-bound files
-(accelerate and tokenizers inside the functions that need them).
+(accelerate, tokenizers and transformers' modules beyond its configuration inside the functions that need them, so that
+the configuration, which imports this module, stays light to import).
 """
 
 import contextlib
@@ -23,9 +24,6 @@ import re
 
 import torch
 import transformers
-from tokenizers import Encoding
-from transformers.masking_utils import create_causal_mask
-from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
 
 def release(version: str) -> tuple[int, int]:
@@ -105,6 +103,8 @@ def output_cache(outputs):
 def causal_mask(config, inputs_embeds, attention_mask, cache, **kwargs):
     """transformers' `create_causal_mask`. Its fourth parameter, the cache, is named `past_key_values` on 5.17-5.23
     and `cache` on 5.24 and newer (the old name warns): passed by position, which every release takes."""
+    from transformers.masking_utils import create_causal_mask
+
     return create_causal_mask(config, inputs_embeds, attention_mask, cache, **kwargs)
 
 
@@ -176,12 +176,16 @@ def example_sizes_of_one_stay_symbolic():
 def encoding_state_fields() -> tuple[str, ...]:
     """The fields of a `tokenizers.Encoding`'s pickle state (the JSON of the Rust struct): `Encoding.__getstate__`
     (tokenizers 0.21 and newer; tokenizers has no constructor for an `Encoding` with given contents)."""
+    from tokenizers import Encoding
+
     return tuple(json.loads(Encoding().__getstate__()))
 
 
 def encoding_from_state(state: str):
     """A `tokenizers.Encoding` holding the JSON pickle `state` (fields as `encoding_state_fields()`):
     `Encoding.__setstate__` (tokenizers 0.21 and newer)."""
+    from tokenizers import Encoding
+
     encoding = Encoding()
     encoding.__setstate__(state.encode())
     return encoding
@@ -200,6 +204,8 @@ def with_tokenizers_pipeline(tokenizer, pipeline):
 def backend_encode_plus(tokenizer, text, text_pair, **kwargs):
     """`TokenizersBackend._encode_plus`, the encoding step behind `tokenizer(...)`, run on `tokenizer` (a view from
     `with_tokenizers_pipeline`) with the arguments of `__call__` (transformers 5.0 and newer)."""
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
     return TokenizersBackend._encode_plus(tokenizer, text, text_pair, **kwargs)
 
 

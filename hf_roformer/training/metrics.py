@@ -2,12 +2,13 @@
 with scikit-learn and SciPy (offline)."""
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef, mean_squared_error
 
 
 def glue_metrics(names: tuple[str, ...], predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """Metrics by name: accuracy, f1 (positive class 1), macro_f1, matthews_correlation, pearson, spearmanr, mse."""
+    from scipy.stats import pearsonr, spearmanr  # imported when first scored: a command's start stays short
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef, mean_squared_error
+
     scores = {}
     for name in names:
         if name == "accuracy":

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from ..remote_code.encoding_hf_roformer import segmenter_module
+
 
 IGNORE_INDEX = -100
 # The "epoch" that seeds the masks of validation sets: fixed, and distinct from every training epoch.
@@ -26,10 +28,9 @@ VALIDATION_EPOCH = 2**32
 
 def jieba_word_spans(text: str) -> list[tuple[int, int]]:
     """Character spans `(start, end)` of the jieba words of `text`."""
-    try:
-        import jieba
-    except ImportError as error:
-        raise ImportError("Chinese whole-word masking segments words with jieba: pip install jieba") from error
+    jieba = segmenter_module("jieba")  # quieted: its dictionary loading prints progress lines otherwise
+    if jieba is None:
+        raise ImportError("Chinese whole-word masking segments words with jieba: pip install jieba")
     return [(start, end) for _, start, end in jieba.tokenize(text)]
 
 
