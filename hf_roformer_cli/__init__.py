@@ -27,23 +27,11 @@ def build_parser() -> Parser:
         description="RoFormer for Hugging Face Transformers. `hf-roformer COMMAND --help` describes a command.\n\n"
         "Failures print one line, `error: ...`; set HF_ROFORMER_TRACEBACK=1 to see the traceback instead.",
         formatter_class=HelpFormatter,
-        allow_abbrev=False,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(commands)
-    for subparser in _all_parsers(parser):
-        subparser.allow_abbrev = False  # an option is its full name: no prefix of one can be mistaken for another
     return parser
-
-
-def _all_parsers(parser):
-    """`parser` and every parser of its subcommands, depth first."""
-    yield parser
-    for action in parser._actions:
-        for child in getattr(action, "choices", None) or {}:
-            if isinstance(action.choices, dict):
-                yield from _all_parsers(action.choices[child])
 
 
 def run(argv: list[str]):

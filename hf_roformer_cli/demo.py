@@ -37,10 +37,14 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     require_extra(EXTRA, "`hf-roformer demo`")
     from hf_roformer.apps.demo import run_demo
 
+    from .smoke import smoke_run
+
     options = {"epochs": args.epochs, "max_train_examples": args.max_train_examples}
     given = {name: value for name, value in options.items() if value is not None}
     # The Trainer's progress bar on a terminal; in files and pipes it would only leave carriage-return noise.
-    return run_demo(args.output_dir, from_scratch=args.from_scratch, progress_bar=sys.stderr.isatty(), **given)
+    return run_demo(
+        args.output_dir, from_scratch=args.from_scratch, progress_bar=sys.stderr.isatty(), smoke=smoke_run(), **given
+    )
 
 
 __all__ = ["add_parser", "run"]

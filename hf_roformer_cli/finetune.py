@@ -404,7 +404,9 @@ SMOKE_TRAIN_PARAGRAPHS, SMOKE_HELD_OUT_PARAGRAPHS = 800, 100
 
 def smoke_sized(args: argparse.Namespace, defaults: dict) -> dict:
     """Under `HF_ROFORMER_SMOKE` (the docs tests), fewer paragraphs and one epoch; otherwise `defaults` unchanged."""
-    from hf_roformer.training.smoke import announce_smoke_run, smoke_run
+    from hf_roformer.training.smoke import announce_smoke_run
+
+    from .smoke import smoke_run
 
     if not smoke_run():
         return defaults

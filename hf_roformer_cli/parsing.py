@@ -16,7 +16,12 @@ ALIASES = re.compile(r"(--\w+)(?:/--?[\w-]+)+")  # an option's spellings as argp
 
 class Parser(argparse.ArgumentParser):
     """An `ArgumentParser` whose errors are one line, `error: ...` plus where to find the options (not the whole
-    usage), with a close match for a mistyped choice; exit status 2, as argparse's."""
+    usage), with a close match for a mistyped choice; exit status 2, as argparse's. An option is its full name
+    (`allow_abbrev=False`): no prefix of one can be mistaken for another. Subcommands' parsers are of this class too
+    (argparse makes them of their parent's class)."""
+
+    def __init__(self, *args, allow_abbrev: bool = False, **kwargs):
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def error(self, message: str):
         message = ALIASES.sub(r"\1", message)  # `--output_dir/--output-dir` -> `--output_dir`

@@ -96,6 +96,8 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     require_extra(EXTRA, f"`{prog}`")
     from hf_roformer.training.pretrain import PretrainOptions, run_pretraining
 
+    from .smoke import smoke_run
+
     training_args = training_arguments(args, passed_through, PRETRAIN_DEFAULTS, prog)
     options = PretrainOptions(
         stages=args.stages, train_files=args.train_files, validation_files=args.validation_files,
@@ -112,6 +114,7 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
         training_args,
         arguments=run_arguments(args, training_args),
         overwrite_output_dir=bool(args.overwrite_output_dir),
+        smoke=smoke_run(),
     )
 
 

@@ -112,7 +112,7 @@ def test_predictions_of_the_first_sentences_are_written_in_the_input_format(tmp_
          "nested entities)"),
         ("a.json", '{"text": "上海"}\n{"text": "上海", "label": {"LOC": {"上海": [[0, 1]]}}}\n',
          "a.json:1: no 'label' where records above have one"),
-        ("a.json", '{"text": "上海"}\n{"text": \n', "a.json:2: not JSON (Expecting value): '{\"text\":'"),
+        ("a.json", '{"text": "上海"}\n{"text": \n', "a.json:2: not valid JSON (Expecting value): '{\"text\":'"),
         ("a.txt", "\n\n", "a.txt: empty file (no sentences)"),
     ],
 )  # fmt: skip

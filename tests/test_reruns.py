@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_same_saved_weights, one_thread
+from conftest import assert_same_saved_weights, cli_failure, one_thread
 from test_finetune import tiny_checkpoint  # noqa: F401 (a fixture)
 from test_fsdp import corpus, pretrain_arguments  # noqa: F401 (a fixture)
 
@@ -184,3 +184,22 @@ def test_processes_that_would_train_alone_are_refused(tiny_checkpoint, tmp_path)
     assert report[-1].startswith("=====") and report[-2] == f"  traceback : {line}", result.stderr[-3000:]
     assert result.stderr.count(f"  traceback : {line}") == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_a_users_file_with_an_output_name_is_never_replaced(tiny_checkpoint, tmp_path, capsys):  # noqa: F811
+    data = write_reviews(tmp_path / "data")
+    (data / "test.tsv").write_text("text\ngood movie\nbad plot\n")
+    output = tmp_path / "out"
+    hf_roformer_cli.main(text_classification(tiny_checkpoint, data, output, "--num_train_epochs", "1"))
+    (output / "test_predictions.tsv").write_text("my own predictions")
+    capsys.readouterr()
+    rerun = text_classification(tiny_checkpoint, data, output, "--num_train_epochs", "1")
+    message = cli_failure(capsys, [*rerun, "--overwrite_output_dir", "--test_file", str(data / "test.tsv")])
+    assert message.strip().splitlines()[-1] == (
+        f"error: {output / 'test_predictions.tsv'}: already there and not written by `hf-roformer finetune "
+        f"text-classification` (the run record {RUN_RECORD} does not list it), so this run will not replace it; move "
+        "it elsewhere, or give another --output_dir"
+    )
+    assert (output / "test_predictions.tsv").read_text() == "my own predictions"
+    assert "test_predictions.tsv" not in json.loads((output / RUN_RECORD).read_text())["written"]
+    assert not [path.name for path in output.iterdir() if path.name.startswith(".writing-")]

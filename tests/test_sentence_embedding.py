@@ -61,8 +61,8 @@ def test_pair_files_read_in_their_published_layouts(tmp_path):
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ([("a", "b", 1), ("c", "d")], r"bad.tsv:2: expected 3 tab-separated fields like line 1, got 2"),
-        ([("a", "b", 1), ("c", "d", "yes")], r"bad.tsv:2: label 'yes' is not a number"),
+        ([("a", "b", 1), ("c", "d")], r"bad.tsv:2: expected 3 fields, found 2"),
+        ([("a", "b", 1), ("c", "d", "yes")], r"bad.tsv:2: the label 'yes' is not a number"),
         ([("a", "b", 1), ("c", " ", 0)], r"bad.tsv:2: empty sentence"),
     ],
 )

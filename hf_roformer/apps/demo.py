@@ -30,7 +30,7 @@ from ..remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
 from ..training import finetune
 from ..training.finetune import ModelOptions, Phases, fine_tune
 from ..training.metrics import glue_metrics
-from ..training.smoke import announce_smoke_run, smoke_run
+from ..training.smoke import announce_smoke_run
 from ..training.tasks import SentenceInputs, Task, classification_head
 from ..utils.logs import info_lines_off
 
@@ -45,7 +45,7 @@ DEMO_BATCH_SIZE = 64
 DEMO_LEARNING_RATE = 5e-4
 EXAMPLES = ["这个手机质量很好，用起来非常流畅，推荐购买！", "物流太慢了，包装也破了，非常失望。", "还行吧，一般般。"]
 
-# Under HF_ROFORMER_SMOKE (the documentation's tests): reviews trained on and held out.
+# In a smoke run (`smoke=True`: the documentation's tests): reviews trained on and held out.
 SMOKE_TRAIN_EXAMPLES, SMOKE_TEST_EXAMPLES = 128, 64
 
 
@@ -104,12 +104,14 @@ def run_demo(
     layers: int | None = DEMO_LAYERS,
     max_length: int = DEMO_MAX_LENGTH,
     progress_bar: bool = True,
+    smoke: bool = False,
 ) -> dict[str, float]:
     """Fine-tune, evaluate on the held-out reviews, save, reload and classify. Returns the held-out metrics.
 
     `checkpoint` (default: the shipped one) gives the tokenizer, the architecture (its first `layers` layers; None:
     all) and, unless `from_scratch`, the initial weights. The files an earlier demo wrote in `output_dir` are
-    replaced (and only those); any other directory is refused.
+    replaced (and only those); any other directory is refused. `smoke`: a smoke run (`training/smoke.py`), a few
+    reviews for one epoch.
     """
     start = time.perf_counter()
     settings = dict(epochs=epochs, max_train_examples=max_train_examples, test_size=test_size, seed=seed,
@@ -118,7 +120,7 @@ def run_demo(
     test, train = split_reviews(test_size, seed)
     if max_train_examples is not None:
         train = train[:max_train_examples]
-    if smoke_run():
+    if smoke:
         train, test, epochs = train[:SMOKE_TRAIN_EXAMPLES], test[:SMOKE_TEST_EXAMPLES], 1.0
         announce_smoke_run(f"{len(train)} training and {len(test)} held-out reviews, one epoch")
     majority = max(np.mean([label for _, label in test]), 1 - np.mean([label for _, label in test]))

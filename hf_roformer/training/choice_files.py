@@ -4,15 +4,13 @@
 row may leave its last endings empty). Every file is read and checked whole before any work; a mistake is a
 `DataError` naming the file, the question and the value."""
 
-import csv
-import io
-import json
+import re
 from pathlib import Path
 
 import datasets
 
 from ..utils.errors import DataError
-from .data import non_blank_lines, read_text
+from .file_formats import json_lines, json_values, parse_integer, read_table
 
 
 def choice_record(question_id: str, context: str, question: str, choices: list, label, where: str) -> dict:
@@ -53,45 +51,40 @@ def read_c3(path: Path, document) -> list[dict]:
     return records
 
 
-def swag_rows(path: Path) -> list[tuple[str, dict]]:
-    """(where, row) of a CSV or JSON-lines file in run_swag.py's columns."""
+ENDING = re.compile(r"ending(\d+)")
+
+
+def swag_rows(path: Path, values=None) -> list[tuple[str, dict]]:
+    """(where, row) of a CSV file (a header, then one row a line) or JSON lines in run_swag.py's columns."""
     if path.suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
-        rows, first_line = [], 2
-        for row in reader:  # a quoted field may hold line breaks: a row is named by its first line
-            rows.append((f"{path}:{first_line}", row))
-            first_line = reader.line_num + 1
-        return rows
-    rows = []
-    for number, line in non_blank_lines(path):
-        try:
-            rows.append((f"{path}:{number}", json.loads(line)))
-        except json.JSONDecodeError as error:
-            raise DataError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-    return rows
+        return [(f"{path}:{line}", record) for line, record in read_table(path, ",").records()]
+    return [(f"{path}:{line}", record) for line, record in json_lines(path, values)]
 
 
-def read_swag(path: Path) -> list[dict]:
+def swag_endings(row: dict, where: str) -> list[str]:
+    """The endings `ending0`, `ending1`, ... in the order of their numbers, which must run without a gap; empty or
+    missing last ones are dropped (fewer choices)."""
+    numbers = sorted(int(match[1]) for match in map(ENDING.fullmatch, row) if match)
+    if numbers != list(range(len(numbers))):
+        missing = sorted(set(range(max(numbers, default=-1) + 1)) - set(numbers))
+        raise DataError(f"{where}: the endings skip ending{missing[0]} (they are numbered from ending0 without a gap)")
+    endings = [row[f"ending{number}"] for number in numbers]
+    while endings and endings[-1] in ("", None):
+        endings.pop()
+    return endings
+
+
+def read_swag(path: Path, values=None) -> list[dict]:
     """run_swag.py's layout: context `sent1`, the start of every ending `sent2`, endings `ending0`, `ending1`, ...
     (empty or missing last ones: fewer choices), `label` (optional: a test file)."""
     records = []
-    for where, row in swag_rows(path):
-        if not isinstance(row, dict):
-            raise DataError(f"{where}: expected an object with sent1, sent2, ending0, ending1, ...")
+    for where, row in swag_rows(path, values):
         missing = [key for key in ("sent1", "sent2", "ending0", "ending1") if not isinstance(row.get(key), str)]
         if missing:
             raise DataError(f"{where}: missing column(s) {missing}")
-        endings = [row[f"ending{i}"] for i in range(len(row)) if f"ending{i}" in row]
-        while endings and endings[-1] in ("", None):
-            endings.pop()
+        endings = swag_endings(row, where)
         label = row.get("label")
-        if label in ("", None):
-            label = None
-        else:
-            try:
-                label = int(label)
-            except (TypeError, ValueError):
-                raise DataError(f"{where}: label {label!r} is not a choice index") from None
+        label = None if label in ("", None) else parse_integer(label, where, "label")
         question_id = str(row.get("id") or row.get("video-id") or where.rsplit(":", 1)[1])
         records.append(choice_record(question_id, row["sent1"], row["sent2"], endings, label, where))
     return records
@@ -102,13 +95,13 @@ def read_multiple_choice_file(path: str | Path, need_labels: bool) -> datasets.D
     `id`, `context`, `question`, `choices` and, when every question has its answer, `label`. `need_labels`: every
     question must have one (training and evaluation files); a test file may have none, but not some."""
     path = Path(path)
-    document = None
-    if path.suffix == ".json":
-        try:
-            document = json.loads(read_text(path))
-        except json.JSONDecodeError:
-            document = None  # JSON lines
-    records = read_c3(path, document) if isinstance(document, list) else read_swag(path)
+    values = None
+    if path.suffix != ".csv":
+        values = json_values(path)
+    if values is not None and len(values) == 1 and isinstance(values[0][1], list):
+        records = read_c3(path, values[0][1])  # one JSON document: C3's list
+    else:
+        records = read_swag(path, values)
     if not records:
         raise DataError(f"{path}: no questions")
     seen = set()

@@ -31,7 +31,7 @@ def read_documents(paths: list[str | Path]) -> list[str]:
         except OSError as error:
             raise DataError(f"{path}: cannot read ({error.strerror})") from None
         try:
-            text = raw.decode("utf-8")
+            text = raw.decode("utf-8-sig")  # a byte-order mark starts no document
         except UnicodeDecodeError as error:
             line = raw[: error.start].count(b"\n") + 1
             raise DataError(f"{path}: line {line} is not UTF-8 text ({error.reason})") from None

@@ -1,22 +1,19 @@
 """Readers for the fine-tuning data in its published formats: GLUE TSV files and CAIL2019-SCM JSON lines.
 
 Every reader validates what it reads and raises `DataError` naming the file and line, so a run fails before it writes
-anything. What the formats allow is accepted: a UTF-8 byte-order mark, CRLF line ends, blank lines (trailing ones
-included), and in JSON lines every character JSON allows inside strings (records are split on "\n" only, so U+2028 or
-U+0085 in a text is not a line break). A TSV file holds one record a line, so blank lines between its records are
-skipped but not silently: `blank_lines_inside` finds them for the run summary. Records become `datasets.Dataset`s with
-the columns `text_a`, `text_b` (pairs), `label` (absent for test splits) and `index`.
+anything; the formats are parsed by `file_formats.py` (UTF-8 with or without a byte-order mark, LF, CRLF or CR line
+ends, blank lines, every character JSON allows inside strings). A TSV file holds one record a line, so blank lines
+between its records are skipped but not silently: `blank_lines_inside` finds them for the run summary. Records become
+`datasets.Dataset`s with the columns `text_a`, `text_b` (pairs), `label` (absent for test splits) and `index`.
 """
 
-import json
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 
 from ..utils.errors import DataError
+from .file_formats import json_lines, non_blank_lines, parse_score
 
 
 @dataclass(frozen=True)
@@ -166,22 +163,6 @@ def test_splits(task: GlueTask) -> list[str]:
     return [split for split in task.splits if split.startswith("test")]
 
 
-def read_text(path: Path) -> str:
-    """The text of a UTF-8 file, without its byte-order mark; `DataError` names a file that is missing, unreadable or
-    not UTF-8 (with the line of the first bad byte)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except OSError as error:
-        raise DataError(f"{path}: cannot read ({error.strerror})") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not UTF-8 text ({error.reason})") from None
-
-
 def _read_tsv_rows(path: Path) -> list[tuple[int, list[str]]]:
     """(line number, fields) of every non-blank line of a tab-separated file without quoting (GLUE's format); lines
     end at "\n" (CRLF too), as in JSON lines."""
@@ -209,24 +190,6 @@ def describe_blank_lines(paths) -> list[str]:
             plural = "s" if len(blank) > 1 else ""
             notes.append(f"{path}: {len(blank)} blank line{plural} between records, skipped (line{plural} {shown})")
     return notes
-
-
-STRICT_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-
-
-def parse_score(raw: str, where: str, score_range: tuple[float, float] | None = None) -> float:
-    """A regression label written as a plain decimal number (`3.8`, `-1`, `2e-1`): finite and, when the task defines
-    one, inside its range. Python's `float` also takes `4_2`, `nan`, `inf` and surrounding spaces; a score file does
-    not. `where` ("file:line") starts the `DataError` message."""
-    text = raw.strip()
-    if not STRICT_NUMBER.fullmatch(text):
-        raise DataError(f"{where}: the score {raw!r} is not a number")
-    value = float(text)
-    if not math.isfinite(value):
-        raise DataError(f"{where}: the score {raw!r} is not a finite number")
-    if score_range is not None and not score_range[0] <= value <= score_range[1]:
-        raise DataError(f"{where}: the score {raw!r} is outside [{score_range[0]:g}, {score_range[1]:g}]")
-    return value
 
 
 def glue_split_path(task: GlueTask, data_dir: str | Path, split: str) -> Path:
@@ -333,36 +296,18 @@ def from_hub_glue(task: GlueTask, loaded: datasets.DatasetDict) -> datasets.Data
     return datasets.DatasetDict(converted)
 
 
-def non_blank_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of the non-blank lines of a UTF-8 text file. Lines end at "\n" only (a "\r" before it is
-    dropped): U+2028, U+0085 and the other characters `str.splitlines` would also break at are valid inside JSON
-    strings, as `json.dumps(..., ensure_ascii=False)` writes them, and inside TSV fields."""
-    lines = []
-    for number, line in enumerate(read_text(path).split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if line.strip():
-            lines.append((number, line))
-    return lines
-
-
 def read_cail_split(path: str | Path) -> list[dict]:
     """CAIL2019-SCM triplets from a JSON-lines file: keys `A`, `B`, `C` (texts) and `label` ("B" or "C": which of
     B and C is more similar to A)."""
     path = Path(path)
     triplets = []
-    for number, line in non_blank_lines(path):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DataError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}:{number}: expected a JSON object")
+    for number, record in json_lines(path):
         missing = [key for key in ("A", "B", "C", "label") if key not in record]
         if missing:
             raise DataError(f"{path}:{number}: missing key(s) {missing}")
         for key in ("A", "B", "C"):
-            if not isinstance(record[key], str):
-                raise DataError(f"{path}:{number}: `{key}` must be a string")
+            if not isinstance(record[key], str) or not record[key].strip():
+                raise DataError(f"{path}:{number}: `{key}` must be a non-empty string")
         if record["label"] not in ("B", "C"):
             raise DataError(f"{path}:{number}: unknown label {record['label']!r}; expected 'B' or 'C'")
         triplets.append({key: record[key] for key in ("A", "B", "C", "label")})

@@ -18,16 +18,18 @@ elsewhere), so a tokenizer sees running text and entities become character spans
 """
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..utils.errors import DataError
-from .data import read_text
 from .entity_tags import BIOES, IOB2, Span, TagError, first_overlap, scheme_of, spans_to_tags, tags_to_spans
+from .file_formats import json_lines, json_values, read_text
 
 
 CONLL, JSON_LINES, CLUENER = "CoNLL columns", "JSON lines", "CLUENER JSON"
 DOCUMENT_START = "-DOCSTART-"
+COLUMN_SEPARATOR = re.compile(r"[ \t]+")
 
 
 @dataclass
@@ -139,7 +141,7 @@ def with_tag(line: str, tag: str, replace: bool) -> str:
     if not replace:
         content = line.rstrip("\r")
         return f"{content} {tag}{line[len(content) :]}"
-    old = line.split()[-1]
+    old = conll_fields(line)[-1]
     start = line.rindex(old)
     return f"{line[:start]}{tag}{line[start + len(old) :]}"
 
@@ -151,13 +153,13 @@ def read_entity_file(
     (default: `tokens`/`ner_tags`), `overlaps` allows entities that share characters (CLUENER, for a head that holds
     them). `DataError` names the file, line and value of the first problem."""
     path = Path(path)
-    text = read_text(path)
-    lines = text.split("\n")
-    first = next((line.strip() for line in lines if line.strip()), None)
+    lines = read_text(path).split("\n")
+    first = next((conll_fields(line) for line in lines if conll_fields(line)), None)
     if first is None:
         raise DataError(f"{path}: empty file (no sentences)")
-    if first.startswith("{"):
-        result = read_json_lines(path, lines, token_column or "tokens", tag_column or "ner_tags")
+    records = json_records_or_none(path, first)
+    if records is not None:
+        result = read_json_lines(path, records, token_column or "tokens", tag_column or "ner_tags")
     else:
         if token_column or tag_column:
             raise DataError(f"{path}: --text_column_name/--label_column_name name JSON keys; this file is {CONLL}")
@@ -176,6 +178,30 @@ def read_entity_file(
     return result
 
 
+def json_records_or_none(path: Path, first: list[str]) -> list[tuple[int, dict]] | None:
+    """The file's JSON records when it is JSON lines (every top-level value an object), None when it is CoNLL
+    columns. A file that starts like JSON (`{` or `[` with more after it on its first line) but does not parse as
+    records is refused with the place JSON breaks; a first token `{` or `[` alone on its line is CoNLL's."""
+    try:
+        values = json_values(path)
+    except DataError:
+        if first[0][:1] in "{[" and first[0] not in ("{", "["):
+            raise
+        return None
+    if values and all(isinstance(value, dict) for _, value in values):
+        return values
+    if first[0][:1] in "{[" and first[0] not in ("{", "["):
+        return json_lines(path, values)  # names the first value that is not an object
+    return None
+
+
+def conll_fields(line: str) -> list[str]:
+    """The columns of a CoNLL line, split at spaces and tabs only: a token may be any other character, U+3000 (the
+    ideographic space) included."""
+    stripped = line.strip(" \t")
+    return COLUMN_SEPARATOR.split(stripped) if stripped else []
+
+
 def read_conll(path: Path, lines: list[str]) -> EntityFile:
     """CoNLL columns: a token and its tag (last column) a line, blank lines between sentences."""
     sentences, token_lines, all_tags = [], [], []
@@ -189,20 +215,20 @@ def read_conll(path: Path, lines: list[str]) -> EntityFile:
             tokens.clear(), tags.clear(), numbers.clear()
 
     for number, line in enumerate(lines):
-        fields = line.split()
+        fields = conll_fields(line)
         if not fields or fields[0] == DOCUMENT_START:
             close()
             continue
-        columns_seen.add(min(len(fields), 2))
+        columns_seen.add(len(fields))
         if len(columns_seen) > 1:
             raise DataError(
-                f"{path}:{number + 1}: {line.strip()!r} has {len(fields)} column(s) where lines above differ"
+                f"{path}:{number + 1}: {line.strip(' ')!r} has {len(fields)} column(s) where lines above differ"
             )
         tokens.append(fields[0])
         tags.append(fields[-1] if len(fields) > 1 else None)
         numbers.append(number)
     close()
-    labelled = columns_seen == {2}
+    labelled = bool(columns_seen) and min(columns_seen) >= 2
     scheme = scheme_of(all_tags) if labelled else None
     if labelled:
         for sentence, tags_of, lines_of in zip(sentences, all_tags, token_lines, strict=True):
@@ -210,19 +236,8 @@ def read_conll(path: Path, lines: list[str]) -> EntityFile:
     return EntityFile(path, CONLL, scheme, sentences, labelled, lines, token_lines)
 
 
-def read_json_lines(path: Path, lines: list[str], token_column: str, tag_column: str) -> EntityFile:
+def read_json_lines(path: Path, records: list[tuple[int, dict]], token_column: str, tag_column: str) -> EntityFile:
     """run_ner JSON lines (a token list and a tag list) or CLUENER JSON (`text` and `label` spans)."""
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DataError(f"{path}:{number}: not JSON ({error.msg}): {line.strip()[:60]!r}") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}:{number}: expected a JSON object, found {line.strip()[:60]!r}")
-        records.append((number, record))
     if "text" in records[0][1] and token_column not in records[0][1]:
         sentences = [cluener_sentence(path, number, record) for number, record in records]
         labelled = all(sentence.spans is not None for sentence in sentences)

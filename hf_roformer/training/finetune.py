@@ -362,11 +362,10 @@ def fine_tune(
                 metrics.update(evaluated)
                 if run.main_process:
                     logger.info(metric_line(prefix, evaluated))
-            with run.writing():
-                trainer.save_metrics("eval", metrics)
-                if task.write_evaluation is not None and run.main_process:
-                    for split, _ in task.evaluation:
-                        written += task.write_evaluation(split, run.output_dir)
+            run.save_metrics(trainer, "eval", metrics)
+            if task.write_evaluation is not None:
+                for split, _ in task.evaluation:
+                    written += run.write_new_files(functools.partial(task.write_evaluation, split))
             written.append("eval_results.json")
         if phases.predict:
             written += predict(run, trainer, task, encoded, metrics)
@@ -431,8 +430,7 @@ def train_phase(
             for line in describe_training(trainer.args, train_examples, checkpoint):
                 logger.info(line)
         result = run.train(trainer, checkpoint)
-        with run.writing():
-            trainer.save_metrics("train", result.metrics)
+        run.save_metrics(trainer, "train", result.metrics)
     run.save_model(trainer)
     with run.writing():
         trainer.save_state()
@@ -477,12 +475,9 @@ def predict(run: TrainingRun, trainer, task: Task, encoded: dict, metrics: dict)
             test_metrics.update(scores)
             if run.main_process:
                 logger.info(metric_line(prefix, scores))
-        if run.main_process:
-            with run.writing():
-                written += task.write_predictions(split, output.predictions, run.output_dir)
+        written += run.write_new_files(functools.partial(task.write_predictions, split, output.predictions))
     if test_metrics:
-        with run.writing():
-            trainer.save_metrics("test", test_metrics)
+        run.save_metrics(trainer, "test", test_metrics)
         metrics.update(test_metrics)
         written.append("test_results.json")
     return written

@@ -44,7 +44,7 @@ from .corpus import char_vocabulary, peoples_daily_documents, read_documents, sp
 from .distributed import start_deepspeed_communication, trained_model
 from .lengths import beyond_trained_length_note, record_trained_length, set_model_max_length
 from .packing import encode_documents, pack_documents
-from .smoke import announce_smoke_run, smoke_run
+from .smoke import announce_smoke_run
 from .training_run import TrainingRun
 from .whole_word_masking import (
     IGNORE_INDEX,
@@ -74,7 +74,7 @@ class Stage:
         return f"len{self.max_length}"
 
 
-# Under HF_ROFORMER_SMOKE (the documentation's tests): steps per stage and training documents at most.
+# In a smoke run (`smoke=True`: the documentation's tests): steps per stage and training documents at most.
 SMOKE_STEPS, SMOKE_DOCUMENTS = 2, 200
 
 
@@ -239,9 +239,10 @@ def run_pretraining(
     *,
     arguments: dict | None = None,
     overwrite_output_dir: bool = False,
+    smoke: bool = False,
 ) -> dict[str, float]:
     """Run (or finish) every stage; save the final model, tokenizer and card to `output_dir`. Returns the last stage's
-    evaluation metrics.
+    evaluation metrics. `smoke`: a smoke run (`smoke.py`), a few steps a stage on a few documents.
 
     Checked before anything is read or written: the options, the model and tokenizer names, and the output directory
     (an earlier run of other `arguments` is refused unless `overwrite_output_dir`; the same arguments resume an
@@ -267,7 +268,7 @@ def run_pretraining(
 
     transformers.set_seed(training_args.seed)
     train_documents, validation_documents = load_corpus(options, training_args.seed)
-    if smoke_run():
+    if smoke:
         stages = [dataclasses.replace(stage, steps=min(stage.steps, SMOKE_STEPS)) for stage in stages]
         train_documents, validation_documents = train_documents[:SMOKE_DOCUMENTS], validation_documents[:20]
         announce_smoke_run(f"at most {SMOKE_STEPS} steps a stage, {len(train_documents)} training documents")
@@ -366,6 +367,7 @@ def run_stage(run: TrainingRun, index: int, stage: Stage, model, tokenizer, enco
     set_model_max_length(tokenizer, trainer.model.config)
     run.save_model(trainer, final)
     if run.main_process:
+        run.claim("eval_results.json", folder=final)
         with run.writing(final):
             trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
             (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))

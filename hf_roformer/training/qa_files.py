@@ -4,13 +4,12 @@ CMRC2018 and DRCD), the flat records `run_qa.py` reads (`{"data": [...]}`), and 
 a question without an id, a repeated id, an answer whose `answer_start` does not hold its text, or a question without
 an answer where unanswerable ones are not allowed is refused with a `DataError` naming the file and the question id."""
 
-import json
 from pathlib import Path
 
 import datasets
 
 from ..utils.errors import DataError
-from .data import non_blank_lines, read_text
+from .file_formats import json_lines, json_values
 
 
 FEATURES = datasets.Features(
@@ -37,7 +36,10 @@ def squad_records(document: dict, path: Path) -> list[tuple[str, dict]]:
             where = f"data[{article_number}].paragraphs[{paragraph_number}]"
             if not isinstance(paragraph, dict) or not isinstance(paragraph.get("context"), str):
                 raise DataError(f"{path}: {where} has no `context` string")
-            for question_number, question in enumerate(paragraph.get("qas") or []):
+            if not isinstance(paragraph.get("qas"), list):
+                keys = ", ".join(sorted(map(repr, paragraph)))
+                raise DataError(f"{path}: {where} has no `qas` list of questions (its keys: {keys})")
+            for question_number, question in enumerate(paragraph["qas"]):
                 if not isinstance(question, dict):
                     raise DataError(f"{path}: {where}.qas[{question_number}] is not an object")
                 answers = question.get("answers")
@@ -54,31 +56,24 @@ def squad_records(document: dict, path: Path) -> list[tuple[str, dict]]:
                     "context": paragraph["context"],
                     "question": question.get("question"),
                     "answers": answers,
+                    "is_impossible": question.get("is_impossible", False),
                 }
                 records.append((f"{where}.qas[{question_number}]", record))
     return records
 
 
 def read_records(path: Path) -> list[tuple[str, dict]]:
-    """(where, record) of every question in `path`, whichever of the three layouts it has."""
-    text = read_text(path)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
-        document = None  # JSON lines
-    if isinstance(document, dict):
-        if not isinstance(document.get("data"), list):
-            raise DataError(f"{path}: expected a `data` list (SQuAD's layout) or one JSON object a line")
+    """(where, record) of every question in `path`, whichever of the three layouts it has: one JSON object with a
+    `data` list (SQuAD's articles, or run_qa's flat records), else JSON lines of records (one record included)."""
+    values = json_values(path)
+    if len(values) == 1 and isinstance(values[0][1], dict) and "data" in values[0][1]:
+        document = values[0][1]
+        if not isinstance(document["data"], list):
+            raise DataError(f"{path}: `data` must be a list (SQuAD's articles or one record per question)")
         if document["data"] and isinstance(document["data"][0], dict) and "paragraphs" in document["data"][0]:
             return squad_records(document, path)
         return [(f"data[{number}]", record) for number, record in enumerate(document["data"])]
-    records = []
-    for number, line in non_blank_lines(path):
-        try:
-            records.append((f"line {number}", json.loads(line)))
-        except json.JSONDecodeError as error:
-            raise DataError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-    return records
+    return [(f"line {line}", record) for line, record in json_lines(path, values)]
 
 
 def checked_answers(record: dict, path: Path, where: str) -> dict:
@@ -133,7 +128,10 @@ def read_question_answering_file(path: str | Path, with_negative: bool, need_ans
             answers = {"text": [], "answer_start": []}
         else:
             answers = checked_answers(record, path, where)
-        unanswerable = bool(record.get("is_impossible")) or (record.get("answers") is not None and not answers["text"])
+        impossible = record.get("is_impossible", False)
+        if not isinstance(impossible, bool):
+            raise DataError(f"{path}: question {question_id!r} ({where}): is_impossible must be true or false")
+        unanswerable = impossible or (record.get("answers") is not None and not answers["text"])
         if unanswerable and answers["text"]:
             raise DataError(f"{path}: question {question_id!r} ({where}): marked is_impossible but has answers")
         if unanswerable and not with_negative:

@@ -228,14 +228,12 @@ def train_sentence_embedding(
                 metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
                 timings = ("_runtime", "_per_second", "_preparation_time")  # differ from run to run
                 metrics = {name: value for name, value in metrics.items() if not name.endswith(timings)}
-                with run.writing():
-                    trainer.save_metrics("eval", metrics)
+                run.save_metrics(trainer, "eval", metrics)
                 written.append("eval_results.json")
             if phases.predict:
                 scores = similarity_evaluator(pairs["test"], "test")(encoder)
                 test_metrics = {f"test_{name.removeprefix('test_')}": value for name, value in scores.items()}
-                with run.writing():
-                    trainer.save_metrics("test", test_metrics)
+                run.save_metrics(trainer, "test", test_metrics)
                 metrics.update(test_metrics)
                 written.append("test_results.json")
             if run.main_process and metrics:

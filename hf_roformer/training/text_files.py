@@ -1,6 +1,6 @@
-"""Readers for one's own text-classification data: CSV, TSV, JSON and JSON-lines files, read through `datasets`.
+"""Readers for one's own text-classification data: CSV, TSV, JSON and JSON-lines files.
 
-`load_dataset("csv" | "json", data_files=...)` parses the files (TSV as CSV with a tab delimiter and no quoting); this
+`file_formats.py` parses the files (TSV without quoting; every record with the header's number of fields); this
 module checks what was parsed and turns it into the columns the fine-tuning code reads: `text_a`, `text_b` (pairs),
 `label` and `index`. Labels come from the user (`--do_regression true|false`) or from an unambiguous type: integers,
 strings and booleans are classes (the sorted set of training labels becomes `id2label`); numbers with a fractional
@@ -9,8 +9,6 @@ all whole numbers (`0.0`, `1.0`) are refused until the user says which. Every re
 the column), before anything is written.
 """
 
-import csv
-import io
 import json
 import re
 from dataclasses import dataclass
@@ -18,7 +16,8 @@ from pathlib import Path
 
 import datasets
 
-from .data import STRICT_NUMBER, DataError, non_blank_lines, parse_score, read_text
+from ..utils.errors import DataError
+from .file_formats import DECIMAL, json_values, parse_score, read_table, read_text
 
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json"}
@@ -48,106 +47,65 @@ def file_format(path: Path) -> str:
         raise DataError(f"{path}: unknown file type {path.suffix!r}; use one of {sorted(FORMATS)}") from None
 
 
-def csv_header(path: Path, delimiter: str) -> list[str]:
-    """The column names on the first non-blank line of a CSV/TSV file."""
-    for _, line in non_blank_lines(path):
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        return next(csv.reader([line], delimiter=delimiter, quoting=quoting))
-    raise DataError(f"{path}: empty file (no header)")
+@dataclass(frozen=True)
+class Records:
+    """A file's records as columns (`table[column]`: every record's value, None where a JSON record lacks the key),
+    with the line each record starts on."""
+
+    path: Path
+    column_names: list[str]
+    values: dict[str, list]
+    lines: list[int]
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, column: str) -> list:
+        return self.values[column]
 
 
-def load_table(path: Path) -> datasets.Dataset:
-    """The file's records as parsed by `datasets`: every CSV/TSV cell a string (empty cells are empty strings, not
-    missing values), JSON values with their JSON types. A file that cannot be parsed raises `DataError` naming the
-    line where it breaks."""
+def load_table(path: Path) -> Records:
+    """The file's records: every CSV/TSV cell a string (an empty cell an empty string), JSON values with their JSON
+    types (one JSON array of objects, or one object a record). A file that cannot be read as its type raises
+    `DataError` naming the line where it breaks."""
     kind = file_format(path)
-    read_text(path)  # missing, unreadable or not UTF-8: named with the line of the first bad byte
-    if not record_lines(path):
-        raise DataError(f"{path}: no examples")
     if kind == "json":
-        builder, options = "json", {}
+        values = json_values(path)
+        if len(values) == 1 and isinstance(values[0][1], list):
+            elements = values[0][1]
+            lines = _json_array_lines(read_text(path))
+            for line, element in zip(lines, elements, strict=True):
+                if not isinstance(element, dict):
+                    raise DataError(f"{path}:{line}: expected a JSON object in the array, found {_shown(element)}")
+            records = list(zip(lines, elements, strict=True))
+        else:
+            for line, value in values:
+                if not isinstance(value, dict):
+                    raise DataError(
+                        f"{path}:{line}: expected a JSON array of objects or one object a line, found {_shown(value)}"
+                    )
+            records = values
+        names = list(dict.fromkeys(key for _, record in records for key in record))
+        table = Records(path, names, {name: [record.get(name) for _, record in records] for name in names}, [])
+        table.lines.extend(line for line, _ in records)
     else:
-        delimiter = "\t" if kind == "tsv" else ","
-        header = csv_header(path, delimiter)
-        if len(set(header)) != len(header):
-            raise DataError(f"{path}:1: repeated column name in the header {header}")
-        features = datasets.Features({name: datasets.Value("string") for name in header})
-        options = dict(delimiter=delimiter, features=features, keep_default_na=False, na_filter=False)
-        options |= dict(quoting=csv.QUOTE_NONE) if kind == "tsv" else {}
-        builder = "csv"
-    try:
-        table = datasets.load_dataset(builder, data_files=str(path), split="train", **options)
-    except Exception as error:  # a parser error: find the line it is about
-        raise DataError(locate_parse_error(path, kind, error)) from None
+        read = read_table(path, "\t" if kind == "tsv" else ",")
+        table = Records(path, read.header, {name: read.column(name) for name in read.header}, read.lines)
     if len(table) == 0:
         raise DataError(f"{path}: no examples")
     return table
 
 
-def locate_parse_error(path: Path, kind: str, error: Exception) -> str:
-    """A message naming the first line of `path` that does not parse (the parser's own message names none, or a row
-    counted without blank lines and the header)."""
-    cause = error.__cause__ or error
-    if kind == "json":
-        text = read_text(path).lstrip()
-        if not text.startswith("["):
-            for number, line in non_blank_lines(path):
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as decode_error:
-                    return f"{path}:{number}: not valid JSON ({decode_error.msg})"
-                if not isinstance(record, dict):
-                    return f"{path}:{number}: expected a JSON object"
-        else:
-            try:
-                json.loads(text)
-            except json.JSONDecodeError as decode_error:
-                return f"{path}:{decode_error.lineno}: not valid JSON ({decode_error.msg})"
-    else:
-        delimiter = "\t" if kind == "tsv" else ","
-        width = None
-        for number, fields in csv_records(path, delimiter):
-            width = len(fields) if width is None else width
-            if len(fields) != width:
-                return f"{path}:{number}: expected {width} fields, found {len(fields)}"
-    return f"{path}: cannot be read as {kind.upper()} ({type(cause).__name__}: {cause})"
-
-
-def csv_records(path: Path, delimiter: str):
-    """(first line number, fields) of each record of a CSV/TSV file, blank lines skipped (a quoted CSV field may span
-    lines, so line numbers are taken from the reader)."""
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter=delimiter, quoting=quoting)
-    previous_end = 0
-    for fields in reader:
-        start, previous_end = previous_end + 1, reader.line_num
-        if len(fields) > 1 or (fields and fields[0].strip()):
-            yield start, fields
-
-
-def record_lines(path: Path) -> list[int]:
-    """The line on which each record of the file starts, in the order `load_table` returns the records."""
-    kind = file_format(path)
-    if kind == "json":
-        text = read_text(path)
-        if text.lstrip().startswith("["):
-            try:
-                return _json_array_lines(text)
-            except json.JSONDecodeError as error:
-                raise DataError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
-        return [number for number, _ in non_blank_lines(path)]
-    records = [number for number, _ in csv_records(path, "\t" if kind == "tsv" else ",")]
-    if not records:
-        raise DataError(f"{path}: empty file (no header)")
-    return records[1:]  # after the header
+def _shown(value) -> str:
+    return json.dumps(value, ensure_ascii=False)[:60]
 
 
 def _json_array_lines(text: str) -> list[int]:
-    """Line numbers of the elements of a top-level JSON array."""
+    """Line numbers of the elements of a top-level JSON array (a valid one: `load_table` has parsed it)."""
     decoder, lines = json.JSONDecoder(), []
     position = text.index("[") + 1
     while True:
-        while position < len(text) and text[position] in " \t\r\n,":
+        while position < len(text) and text[position] in " \t\n,":
             position += 1
         if position >= len(text) or text[position] == "]":
             return lines
@@ -156,16 +114,13 @@ def _json_array_lines(text: str) -> list[int]:
 
 
 class Locator:
-    """Names records as "file:line": line numbers are worked out only when a message needs one."""
+    """Names records as "file:line"."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self._lines: list[int] | None = None
+    def __init__(self, table: Records):
+        self.path, self.lines = table.path, table.lines
 
     def __call__(self, row: int) -> str:
-        if self._lines is None:
-            self._lines = record_lines(self.path)
-        line = self._lines[row] if row < len(self._lines) else None
+        line = self.lines[row] if row < len(self.lines) else None
         return f"{self.path}:{line}" if line is not None else f"{self.path}: record {row + 1}"
 
 
@@ -211,7 +166,7 @@ class TextFileSplit:
     """One file read and checked: its examples (text_a, text_b, raw labels) and how to name its records."""
 
     path: Path
-    table: datasets.Dataset
+    table: Records
     text_columns: list[str]
     label_column: str | None
     locate: Locator
@@ -221,7 +176,7 @@ class TextFileSplit:
         return file_format(self.path) != "json"
 
 
-def column_problems(path: Path, table: datasets.Dataset, text_columns, label_column: str, needs_label: bool):
+def column_problems(path: Path, table: Records, text_columns, label_column: str, needs_label: bool):
     """(the text columns chosen, what is wrong with the file's columns: every problem, so one message names them
     all)."""
     columns = list(table.column_names)
@@ -234,15 +189,17 @@ def column_problems(path: Path, table: datasets.Dataset, text_columns, label_col
     return chosen, None
 
 
-def read_split(path: Path, table: datasets.Dataset, chosen: list[str], label_column: str) -> TextFileSplit:
-    """Check one file's values: its text columns (strings on every record) and its labels (present on every record
-    that has the label column, numbers or texts, of one JSON type)."""
+def read_split(path: Path, table: Records, chosen: list[str], label_column: str) -> TextFileSplit:
+    """Check one file's values: its text columns (non-empty strings on every record) and its labels (present on
+    every record that has the label column, numbers or texts, of one JSON type)."""
     has_label = label_column in table.column_names
-    split = TextFileSplit(path, table, chosen, label_column if has_label else None, Locator(path))
+    split = TextFileSplit(path, table, chosen, label_column if has_label else None, Locator(table))
     for column in chosen:
         for row, value in enumerate(table[column]):
             if not isinstance(value, str):
                 raise DataError(f"{split.locate(row)}: column {column!r} holds {value!r}, not a text")
+            if not value.strip():
+                raise DataError(f"{split.locate(row)}: column {column!r} is empty (every example needs its text)")
     if has_label:
         for row, value in enumerate(table[label_column]):
             if value is None or (isinstance(value, str) and not value.strip()):
@@ -250,29 +207,19 @@ def read_split(path: Path, table: datasets.Dataset, chosen: list[str], label_col
             if not isinstance(value, (str, int, float, bool)):
                 raise DataError(f"{split.locate(row)}: label {value!r} is neither a number nor a text")
         if not split.is_csv_like:
-            check_one_json_label_type(path, label_column)
+            check_one_json_label_type(split)
     return split
 
 
 JSON_LABEL_TYPES = {bool: "a boolean", str: "a string", int: "a number", float: "a number"}
 
 
-def json_records(path: Path) -> list[tuple[int, object]]:
-    """(line, record) of each record of a JSON-lines file or JSON array, as the JSON module reads it (the file has
-    already been parsed once: this only runs on valid files)."""
-    text = read_text(path)
-    if text.lstrip().startswith("["):
-        return list(zip(_json_array_lines(text), json.loads(text), strict=True))
-    return [(number, json.loads(line)) for number, line in non_blank_lines(path)]
-
-
-def check_one_json_label_type(path: Path, label_column: str, shown: int = 3) -> None:
+def check_one_json_label_type(split: TextFileSplit, shown: int = 3) -> None:
     """Refuse a JSON file whose labels mix JSON types (`1`, `"1"` and `true`): `datasets` reads `"1"` as `1` in a
     mixed column, so these became two classes out of three spellings, without a word. The `DataError` names the file,
     the first label of each type and its lines."""
-    lines_of: dict[str, list[tuple[int, object]]] = {}
-    for line, record in json_records(path):
-        value = record.get(label_column) if isinstance(record, dict) else None
+    path, lines_of = split.path, {}
+    for line, value in zip(split.table.lines, split.table[split.label_column], strict=True):
         kind = JSON_LABEL_TYPES.get(type(value))
         if kind is not None:
             lines_of.setdefault(kind, []).append((line, value))
@@ -346,7 +293,7 @@ def _is_whole(value, csv_like: bool) -> bool:
 
 def _is_number(value, csv_like: bool) -> bool:
     if csv_like:
-        return bool(STRICT_NUMBER.fullmatch(str(value).strip()))
+        return bool(DECIMAL.fullmatch(str(value).strip()))
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -26,12 +26,13 @@ Messages go to the `hf_roformer` logger, on the main process only.
 import contextlib
 import logging
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import TrainingArguments
 
-from ..utils.errors import RunInterrupted, UsageError
+from ..utils.errors import OutputDirectoryError, RunInterrupted, UsageError
 from .checkpoints import (
     TRAINED,
     TRAINER_STATE,
@@ -47,7 +48,7 @@ from .checkpoints import (
 from .distributed import prepare_distributed_training, save_full_model
 from .progress import show_progress_as_lines
 from .run_directory import RunDirectory, RunStart, begin_run_record, prepare_run_directory
-from .run_record import ListCheckpoints, RunRecord
+from .run_record import RUN_RECORD, ListCheckpoints, RunRecord
 
 
 logger = logging.getLogger(__name__)
@@ -212,6 +213,43 @@ class TrainingRun:
         with self.record.writing(inside):
             yield
 
+    def claim(self, *names: str, folder: str | os.PathLike | None = None) -> None:
+        """Refuse, before writing them, output files (`names` in `folder`, default the output directory) that are
+        there already and that no run of this command wrote (the run record does not list them): the user's own
+        files are never replaced. On the main process; the others write nothing."""
+        if self.record is None:
+            return
+        directory = Path(folder or self.output_dir)
+        inside = directory.absolute().relative_to(self.output_dir.absolute())
+        for name in names:
+            if (directory / name).exists() and (inside / name).as_posix() not in (self.record.written or {}):
+                raise OutputDirectoryError(
+                    f"{directory / name}: already there and not written by `hf-roformer {self.command}` (the run "
+                    f"record {RUN_RECORD} does not list it), so this run will not replace it; move it elsewhere, or "
+                    "give another --output_dir"
+                )
+
+    def save_metrics(self, trainer, split: str, metrics: dict) -> None:
+        """`trainer.save_metrics(split, metrics)` (`{split}_results.json` and `all_results.json`), listed in the
+        record, after `claim`ing both names."""
+        self.claim(f"{split}_results.json", "all_results.json")
+        with self.writing():
+            trainer.save_metrics(split, metrics)
+
+    def write_new_files(self, write) -> list[str]:
+        """Call `write(folder)` (which writes files into `folder` and returns their names) on the main process, into
+        a folder of its own inside the output directory, then move those files into the output directory once
+        `claim`ed: a name the user's own file has stops the run, and that file stays as it was. Returns the names."""
+        if not self.main_process:
+            return []
+        with tempfile.TemporaryDirectory(prefix=".writing-", dir=self.output_dir) as staging:
+            names = write(Path(staging))
+            self.claim(*names)
+            with self.writing():
+                for name in names:
+                    os.replace(Path(staging) / name, self.output_dir / name)
+        return names
+
     def save_model(self, trainer, directory: str | os.PathLike | None = None) -> None:
         """The trained model (and the Trainer's tokenizer) written whole to `directory` (default: the output
         directory); every process calls it (sharded weights are gathered), the main one writes."""
@@ -219,9 +257,11 @@ class TrainingRun:
             save_full_model(trainer, None if directory is None else str(directory))
 
     def write_card(self, write) -> Path | None:
-        """Call `write()` (which writes the model card and returns its path) on the main process."""
+        """Call `write()` (which writes the model card, README.md, and returns its path) on the main process, after
+        `claim`ing README.md."""
         if not self.main_process:
             return None
+        self.claim("README.md")
         with self.writing():
             return write()
 

@@ -157,6 +157,11 @@ def question_answering_task_data(files: QuestionFiles, limits: SampleLimits) -> 
         }
     )
     raw = limited(raw, ["test"], limits)
+    if "train" in raw and not any(answers["text"] for answers in raw["train"]["answers"]):
+        raise DataError(
+            f"{files.train_file}: none of the {len(raw['train'])} questions trained on has an answer; the training "
+            "loss needs answerable questions (unanswerable ones are learned beside them)"
+        )
     inputs = QuestionInputs(raw, files.doc_stride, {split: path for split, path in paths.items() if path})
     answered: dict[str, QuestionAnswers] = {}
 
@@ -210,7 +215,14 @@ def question_answering_task_data(files: QuestionFiles, limits: SampleLimits) -> 
         write_predictions=write_predictions,
         write_evaluation=write_evaluation,
         sources=files.paths(),
+        notes=[question_counts(split, data) for split, data in raw.items() if split != "test"],
     )
+
+
+def question_counts(split: str, data: datasets.Dataset) -> str:
+    """The run summary's line of what was read of a split: `train: 120 questions (100 answerable, 20 unanswerable)`."""
+    answerable = sum(bool(answers["text"]) for answers in data["answers"])
+    return f"{split}: {len(data):,} questions ({answerable:,} answerable, {len(data) - answerable:,} unanswerable)"
 
 
 __all__ = ["QuestionFiles", "QuestionInputs", "question_answering_head", "question_answering_task_data", "token_span"]

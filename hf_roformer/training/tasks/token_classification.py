@@ -37,6 +37,7 @@ HEADS = (SOFTMAX, GLOBAL_POINTER)
 FEATURES = datasets.Features(
     {
         "text": datasets.Value("string"),
+        "where": datasets.Value("string"),
         "units": datasets.Sequence(datasets.Sequence(datasets.Value("int64"))),
         "label": datasets.Sequence(datasets.Sequence(datasets.Value("int64"))),
     }
@@ -118,6 +119,8 @@ class EntityInputs:
         ]
         self.encodings[id(data)] = (paragraphs, windows)
         labelled = "label" in data.column_names
+        if labelled:
+            check_every_entity_has_a_token(data, paragraphs, self.types)
         rows: dict[str, list] = {"input_ids": [], "attention_mask": [], "token_type_ids": [], "truncated": []}
         if labelled:
             rows["labels"] = []
@@ -145,6 +148,18 @@ class EntityInputs:
         if self.head == GLOBAL_POINTER:
             return SpanCollator(tokenizer)
         return DataCollatorForTokenClassification(tokenizer)
+
+
+def check_every_entity_has_a_token(data: datasets.Dataset, paragraphs: list[Paragraph], types: list[str]) -> None:
+    """Refuse an entity none of whose characters the tokenizer keeps (spaces, control characters): it would vanish
+    from the labels. The `DataError` names the file, the line, the entity and its type."""
+    for where, text, label, paragraph in zip(data["where"], data["text"], data["label"], paragraphs, strict=True):
+        for start, end, kind in label:
+            if not any(first < end and last > start for first, last in paragraph.offsets):
+                raise DataError(
+                    f"{where}: the {types[kind]} entity {text[start:end]!r} is made of characters the tokenizer "
+                    "drops, so no token can carry it; remove it or its tag"
+                )
 
 
 def window_spans(paragraph: Paragraph, spans: list[Span], window: Window) -> list[list[int]]:
@@ -202,9 +217,10 @@ def read_entity_splits(files: EntityFiles) -> dict[str, EntityFile]:
 
 def paragraphs_of(entity_file: EntityFile, types: list[str]) -> datasets.Dataset:
     """The sentences of a file as examples: text, where each of its tokens is, entities as `[start, end, type]`."""
-    records: dict[str, list] = {"text": [], "units": [], "label": []}
+    records: dict[str, list] = {"text": [], "where": [], "units": [], "label": []}
     for sentence in entity_file.sentences:
         records["text"].append(sentence.text)
+        records["where"].append(f"{entity_file.path}:{sentence.line}")
         records["units"].append([list(pair) for pair in sentence.offsets])
         records["label"].append([[s, e, types.index(kind)] for s, e, kind in sentence.character_spans()])
     data = datasets.Dataset.from_dict(records, features=FEATURES)
@@ -277,7 +293,18 @@ def token_classification_task_data(files: EntityFiles, limits: SampleLimits) -> 
         write_predictions=write_predictions,
         sources=files.paths(),
         preprocess_logits=(lambda logits, labels: decoded_span_tensor(logits)) if nested else None,
+        notes=[entity_counts(split, read[split]) for split in read if read[split].labelled],
     )
+
+
+def entity_counts(split: str, entity_file: EntityFile) -> str:
+    """The run summary's line of what was read of a split: `train: 120 sentences, entities PER 30, LOC 20`."""
+    counts: dict[str, int] = {}
+    for sentence in entity_file.sentences:
+        for span in sentence.spans or []:
+            counts[span.type] = counts.get(span.type, 0) + 1
+    shown = ", ".join(f"{kind} {count:,}" for kind, count in counts.items()) or "none"
+    return f"{split}: {len(entity_file.sentences):,} sentences, entities {shown}"
 
 
 def window_predictions(
