@@ -301,3 +301,15 @@ def test_a_question_too_long_for_a_window_is_refused_naming_it(tiny_qa_checkpoin
     with pytest.raises(DataError, match=message):
         hf_roformer_cli.run(qa_argv(tiny_qa_checkpoint, train, validation, output))
     assert not output.exists()
+
+
+def test_a_training_answer_no_window_holds_whole_is_refused(char_tokenizer):
+    answer = "江泽民发表了新年讲话大家都很高兴" * 3  # 48 characters: longer than a window's context
+    context = "天气很好。" * 4 + answer + "。"
+    rows = [{"id": "long", "context": context, "question": "谁？", "answers": {"text": [answer], "answer_start": [20]}}]
+    with pytest.raises(DataError) as refused:
+        encoded_inputs(char_tokenizer, rows, 48, 16)
+    assert str(refused.value) == (
+        f"train: question 'long': its answer {answer[:40]!r} does not fit whole in any window of --max_seq_length 48 "
+        "(--doc_stride 16), so it would train as unanswerable; raise --max_seq_length or shorten the answer"
+    )

@@ -106,6 +106,7 @@ class QuestionInputs:
         labelled = any(answers["text"] for answers in all_answers)
         columns = {name: encoded[name] for name in tokenizer.model_input_names if name in encoded}
         starts, ends, feature_ids, feature_offsets = [], [], [], []
+        held: set[int] = set()  # the questions whose first answer some window holds whole
         for index, question in enumerate(questions):
             sequence_ids = encoded.sequence_ids(index)
             offsets = encoded["offset_mapping"][index]
@@ -120,11 +121,27 @@ class QuestionInputs:
                 span = token_span(offsets, sequence_ids, start_char, start_char + len(answers["text"][0]))
             starts.append(span[0] if span else 0)
             ends.append(span[1] if span else 0)
+            if span:
+                held.add(question)
+        if split == "train" and labelled:
+            self.check_every_answer_is_held(data, held, max_length)
         if labelled:
             columns.update(start_positions=starts, end_positions=ends)
         columns["truncated"] = [windows[question] > 1 for question in questions]
         self.features[split] = (feature_ids, feature_offsets)
         return datasets.Dataset.from_dict(columns)
+
+    def check_every_answer_is_held(self, data: datasets.Dataset, held: set[int], max_length: int) -> None:
+        """Refuse a training question whose answer no window holds whole (an answer longer than a window's context):
+        it would train as unanswerable. The `DataError` names the file, the question and its answer."""
+        for index, answers in enumerate(data["answers"]):
+            if answers["text"] and index not in held:
+                raise DataError(
+                    f"{self.files.get('train', 'train')}: question {data['id'][index]!r}: its answer "
+                    f"{answers['text'][0][:40]!r} does not fit whole in any window of --max_seq_length {max_length} "
+                    f"(--doc_stride {self.doc_stride}), so it would train as unanswerable; raise --max_seq_length or "
+                    "shorten the answer"
+                )
 
     def collator(self, tokenizer, config, max_length: int):
         """Batches padded to their longest window."""
