@@ -25,6 +25,7 @@ import torch
 import transformers
 from conftest import tiny_config
 from transformers import AttentionInterface, AutoConfig, AutoModel, AutoModelForSequenceClassification
+from vllm_models import saved_off_initial_values
 
 import hf_roformer
 from hf_roformer.integrations.serving import save_with_dense_pooler
@@ -171,23 +172,13 @@ def serve(model: torch.nn.Module) -> list[torch.Tensor]:
     return [hidden[start:end] for start, end in zip(boundaries[:-1], boundaries[1:], strict=True)]
 
 
-def saved(model: torch.nn.Module, directory) -> torch.nn.Module:
-    """Save the model with random, non-trivial weights (norms and biases off their initial values)."""
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
-    model.eval().save_pretrained(directory)
-    return model
-
-
 @pytest.mark.parametrize(
     "overrides",
     [{}, {"rotary_value": True}, {"norm_type": "rms_norm", "use_bias": False}, {"pooler_activation": "linear"}],
     ids=["RoFormer", "rotary values", "RoFormer-V2", "RoFormer-Sim pooler"],
 )
 def test_base_model_served_like_vllm_equals_each_request_alone(overrides, tmp_path):
-    model = saved(hf_roformer.HfRoFormerModel(tiny_config(**overrides)), tmp_path)
+    model = saved_off_initial_values(hf_roformer.HfRoFormerModel(tiny_config(**overrides)), tmp_path)
     served_model = build_like_vllm(tmp_path)
     assert all(not module.is_causal for module in served_attention_modules(served_model).values())  # an encoder
     load_like_vllm(tmp_path, {"model": served_model}, pooling=True)
@@ -202,7 +193,7 @@ def test_base_model_served_like_vllm_equals_each_request_alone(overrides, tmp_pa
 @pytest.mark.parametrize("classifier_pooling", ["cls", "mean"])
 def test_sequence_classification_served_like_vllm_equals_each_request_alone(classifier_pooling, tmp_path):
     config = tiny_config(num_labels=3, classifier_pooling=classifier_pooling)
-    model = saved(hf_roformer.HfRoFormerForSequenceClassification(config), tmp_path)
+    model = saved_off_initial_values(hf_roformer.HfRoFormerForSequenceClassification(config), tmp_path)
     served_model = build_like_vllm(tmp_path)
     # vLLM takes the classifier of the sequence-classification model and feeds it one pooled vector per request,
     # given a length-1 sequence dimension (its `ClassifierWithReshape`).
@@ -220,7 +211,7 @@ def test_sequence_classification_served_like_vllm_equals_each_request_alone(clas
 def test_causal_lm_prefill_served_like_vllm_equals_each_request_alone(tmp_path):
     """The bare tied vocabulary projection (RoFormer-V2's head, `lm_head_transform=False`) is vLLM's `lm_head`."""
     config = tiny_config(is_decoder=True, norm_type="rms_norm", use_bias=False, lm_head_transform=False)
-    model = saved(hf_roformer.HfRoFormerForCausalLM(config), tmp_path)
+    model = saved_off_initial_values(hf_roformer.HfRoFormerForCausalLM(config), tmp_path)
     served_model = build_like_vllm(tmp_path)
     assert all(module.is_causal for module in served_attention_modules(served_model).values())  # a decoder
     load_like_vllm(tmp_path, {"model": served_model}, pooling=False)
@@ -247,7 +238,7 @@ def test_causal_lm_prefill_served_like_vllm_equals_each_request_alone(tmp_path):
 def test_weights_vllm_cannot_place_stop_it_loudly(model_class, overrides, pooling, error, tmp_path):
     """What docs/serving.md lists as not served: vLLM drops `embeddings_project` (then refuses the unfilled
     parameters) and has no place for the RoFormer vocabulary head's transform and bias (`cls.predictions.*`)."""
-    saved(model_class(tiny_config(**overrides)), tmp_path)
+    saved_off_initial_values(model_class(tiny_config(**overrides)), tmp_path)
     with pytest.raises(ValueError, match=error):
         load_like_vllm(tmp_path, {"model": build_like_vllm(tmp_path)}, pooling=pooling)
 
@@ -261,7 +252,8 @@ def test_a_pooler_runs_in_vllm_as_the_dense_layer_after_cls_pooling(pooler_activ
 
     tokenizer = hf_roformer.HfRoFormerTokenizer(str(CHAR_VOCAB))
     config = tiny_config(vocab_size=len(tokenizer), pooler_activation=pooler_activation, is_decoder=True, unilm=True)
-    model = saved(hf_roformer.HfRoFormerForCausalLM(config), tmp_path / "sim")  # as a converted RoFormer-Sim is
+    # as a converted RoFormer-Sim is
+    model = saved_off_initial_values(hf_roformer.HfRoFormerForCausalLM(config), tmp_path / "sim")
     tokenizer.save_pretrained(tmp_path / "sim")
     served_directory = save_with_dense_pooler(tmp_path / "sim", tmp_path / "served")
     assert json.loads((served_directory / "config.json").read_text())["architectures"] == ["HfRoFormerModel"]
@@ -293,7 +285,7 @@ def test_a_pooler_runs_in_vllm_as_the_dense_layer_after_cls_pooling(pooler_activ
 
 def test_a_model_without_pooler_is_served_as_it_is(tmp_path):
     tokenizer = hf_roformer.HfRoFormerTokenizer(str(CHAR_VOCAB))
-    saved(hf_roformer.HfRoFormerModel(tiny_config(vocab_size=len(tokenizer))), tmp_path / "encoder")
+    saved_off_initial_values(hf_roformer.HfRoFormerModel(tiny_config(vocab_size=len(tokenizer))), tmp_path / "encoder")
     tokenizer.save_pretrained(tmp_path / "encoder")
     message = (
         f"The model in {tmp_path / 'encoder'} has no pooler (`pooler_activation` is None); vLLM's CLS or mean "
@@ -340,7 +332,7 @@ def test_segment_ids_of_the_one_served_row_come_without_a_batch_dimension(tmp_pa
     """vLLM's `/score` passes each pair's segment ids for its `(1, T)` row as one `(T,)` tensor (int32): the served
     pairs equal each pair run alone with its segment ids; a batch of several rows still needs `(batch, T)`."""
     config = tiny_config(num_labels=1)
-    model = saved(hf_roformer.HfRoFormerForSequenceClassification(config), tmp_path)
+    model = saved_off_initial_values(hf_roformer.HfRoFormerForSequenceClassification(config), tmp_path)
     served_model = build_like_vllm(tmp_path)
     head = AutoModelForSequenceClassification.from_config(served_model.config, trust_remote_code=True)
     classifier = head.classifier.eval()

@@ -55,13 +55,19 @@ def config(**overrides) -> hf_roformer.HfRoFormerConfig:
     return hf_roformer.HfRoFormerConfig(vocab_size=len(tokenizer()), **{**SIZES, **overrides})
 
 
-def save(model: torch.nn.Module, directory) -> torch.nn.Module:
-    """Move every weight off its initial value (norms and biases included), save the model and the tokenizer."""
+def saved_off_initial_values(model: torch.nn.Module, directory) -> torch.nn.Module:
+    """Move every weight off its initial value (norms and biases included) and save the model."""
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
     model.eval().save_pretrained(directory)
+    return model
+
+
+def save(model: torch.nn.Module, directory) -> torch.nn.Module:
+    """`saved_off_initial_values`, with the tokenizer saved beside the model."""
+    saved_off_initial_values(model, directory)
     tokenizer().save_pretrained(directory)
     return model
 

@@ -154,7 +154,7 @@ def read_entity_file(
     them). `DataError` names the file, line and value of the first problem."""
     path = Path(path)
     lines = read_text(path).split("\n")
-    first = next((conll_fields(line) for line in lines if conll_fields(line)), None)
+    first = next(filter(None, map(conll_fields, lines)), None)
     if first is None:
         raise DataError(f"{path}: empty file (no sentences)")
     records = json_records_or_none(path, first)
@@ -182,17 +182,16 @@ def json_records_or_none(path: Path, first: list[str]) -> list[tuple[int, dict]]
     """The file's JSON records when it is JSON lines (every top-level value an object), None when it is CoNLL
     columns. A file that starts like JSON (`{` or `[` with more after it on its first line) but does not parse as
     records is refused with the place JSON breaks; a first token `{` or `[` alone on its line is CoNLL's."""
+    starts_like_json = first[0][:1] in ("{", "[") and first[0] not in ("{", "[")
     try:
         values = json_values(path)
     except DataError:
-        if first[0][:1] in "{[" and first[0] not in ("{", "["):
+        if starts_like_json:
             raise
         return None
     if values and all(isinstance(value, dict) for _, value in values):
         return values
-    if first[0][:1] in "{[" and first[0] not in ("{", "["):
-        return json_lines(path, values)  # names the first value that is not an object
-    return None
+    return json_lines(path, values) if starts_like_json else None  # json_lines names the first non-object
 
 
 def conll_fields(line: str) -> list[str]:

@@ -95,19 +95,20 @@ def _first_not_finite(value, at: str = "") -> tuple[str, str] | None:
     return None
 
 
-def json_values(path: Path) -> list[tuple[int, object]]:
-    """(line it starts on, value) of every top-level JSON value in the file, in order: one for a JSON document,
-    one per record for JSON lines. Values must be separated by a line break; `DataError` names the line where the
-    file stops being JSON."""
-    text = read_text(path)
+def json_values(path: Path, text: str | None = None) -> list[tuple[int, object]]:
+    """(line it starts on, value) of every top-level JSON value in the file (`text`: its contents, when the caller
+    has read them already), in order: one for a JSON document, one per record for JSON lines. Values must be
+    separated by a line break; `DataError` names the line where the file stops being JSON."""
+    text = read_text(path) if text is None else text
     values, position, end = [], 0, len(text)
+    line, counted = 1, 0  # the line of `counted`: lines are counted once, as the scan moves on
     while True:
         start = position
         while position < end and text[position] in " \t\n":
             position += 1
         if position >= end:
             return values
-        line = text.count("\n", 0, position) + 1
+        line, counted = line + text.count("\n", counted, position), position
         if values and "\n" not in text[start:position]:
             raise DataError(f"{path}:{line}: a second JSON value on the line of the one before; one record a line")
         try:
@@ -127,13 +128,19 @@ def json_values(path: Path) -> list[tuple[int, object]]:
         values.append((line, value))
 
 
-def json_document(path: Path) -> tuple[int, object] | None:
-    """(line, value) when the file holds exactly one JSON value (a document, or JSON lines of one record); None when
-    it holds several (JSON lines)."""
-    values = json_values(path)
-    if not values:
-        raise DataError(f"{path}: empty file")
-    return values[0] if len(values) == 1 else None
+def json_array_lines(text: str) -> list[int]:
+    """The line each element of a file's top-level JSON array starts on (a valid array: `json_values` has read it)."""
+    decoder, lines = json.JSONDecoder(), []
+    position = text.index("[") + 1
+    line, counted = 1, 0
+    while True:
+        while position < len(text) and text[position] in " \t\n,":
+            position += 1
+        if position >= len(text) or text[position] == "]":
+            return lines
+        line, counted = line + text.count("\n", counted, position), position
+        lines.append(line)
+        _, position = decoder.raw_decode(text, position)
 
 
 def json_lines(path: Path, values: list[tuple[int, object]] | None = None) -> list[tuple[int, dict]]:
@@ -188,10 +195,11 @@ def csv_rows(path: Path, delimiter: str) -> list[tuple[int, list[str]]]:
             rows.append((start, fields))
 
 
-def read_table(path: Path, delimiter: str, header: list[str] | None = None) -> Table:
+def read_table(path: Path, delimiter: str, header: list[str] | None = None, rows=None) -> Table:
     """A CSV/TSV file as a `Table`: its first record is the header unless `header` names the columns (a file without
-    one); every record has exactly as many fields as the header (or the first record), and none repeats the header."""
-    rows = csv_rows(path, delimiter)
+    one); every record has exactly as many fields as the header (or the first record), and none repeats the header.
+    `rows`: the file's `csv_rows`, when the caller has read them already."""
+    rows = csv_rows(path, delimiter) if rows is None else rows
     if not rows:
         raise DataError(f"{path}: empty file" + ("" if header else " (no header)"))
     first_line = rows[0][0]
@@ -245,7 +253,7 @@ def parse_score(value, where: str, score_range: tuple[float, float] | None = Non
 
 __all__ = [
     "Table",
-    "json_document",
+    "json_array_lines",
     "json_lines",
     "json_values",
     "non_blank_lines",

@@ -26,11 +26,11 @@ def tsv_pairs(path: Path) -> list[tuple[str, str, str | None, str]]:
         score = next((name for name in SCORE_COLUMNS if name in first), None)
         return [
             (record["sentence1"], record["sentence2"], record[score] if score else None, f"{path}:{line}")
-            for line, record in read_table(path, "\t").records()
+            for line, record in read_table(path, "\t", rows=rows).records()
         ]
     if len(first) not in (2, 3):
         raise DataError(f"{path}:{first_line}: expected text_a<TAB>text_b[<TAB>label], got {len(first)} fields")
-    table = read_table(path, "\t", header=["text_a", "text_b", "label"][: len(first)])
+    table = read_table(path, "\t", header=["text_a", "text_b", "label"][: len(first)], rows=rows)
     return [
         (fields[0], fields[1], fields[2] if len(fields) == 3 else None, f"{path}:{line}")
         for line, fields in zip(table.lines, table.rows, strict=True)

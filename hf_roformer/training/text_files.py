@@ -17,7 +17,7 @@ from pathlib import Path
 import datasets
 
 from ..utils.errors import DataError
-from .file_formats import DECIMAL, json_values, parse_score, read_table, read_text
+from .file_formats import DECIMAL, json_array_lines, json_values, parse_score, read_table, read_text
 
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json"}
@@ -70,10 +70,11 @@ def load_table(path: Path) -> Records:
     `DataError` naming the line where it breaks."""
     kind = file_format(path)
     if kind == "json":
-        values = json_values(path)
+        text = read_text(path)
+        values = json_values(path, text)
         if len(values) == 1 and isinstance(values[0][1], list):
             elements = values[0][1]
-            lines = _json_array_lines(read_text(path))
+            lines = json_array_lines(text)
             for line, element in zip(lines, elements, strict=True):
                 if not isinstance(element, dict):
                     raise DataError(f"{path}:{line}: expected a JSON object in the array, found {_shown(element)}")
@@ -98,19 +99,6 @@ def load_table(path: Path) -> Records:
 
 def _shown(value) -> str:
     return json.dumps(value, ensure_ascii=False)[:60]
-
-
-def _json_array_lines(text: str) -> list[int]:
-    """Line numbers of the elements of a top-level JSON array (a valid one: `load_table` has parsed it)."""
-    decoder, lines = json.JSONDecoder(), []
-    position = text.index("[") + 1
-    while True:
-        while position < len(text) and text[position] in " \t\n,":
-            position += 1
-        if position >= len(text) or text[position] == "]":
-            return lines
-        lines.append(text.count("\n", 0, position) + 1)
-        _, position = decoder.raw_decode(text, position)
 
 
 class Locator:
