@@ -60,7 +60,7 @@ def imported_modules(path: Path, known: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    files = [path for package in PACKAGES for path in (ROOT / package).rglob("*.py")]
+    files = [path for package in PACKAGES for path in (ROOT / package).rglob("*.py") if not path.is_symlink()]
     known = {module_name(path) for path in files}
     return {module_name(path): imported_modules(path, known) for path in files}
 
@@ -158,8 +158,9 @@ def top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
 
 
 def test_every_file_named_for_checkpoints_lives_in_the_remote_code_folder():
+    """(A shipped checkpoint's code files are links to these files, not files of their own.)"""
     named = [path for package in PACKAGES for path in (ROOT / package).rglob("*_hf_roformer.py")]
-    outside = [str(path.relative_to(ROOT)) for path in named if path.parent != REMOTE_CODE]
+    outside = [str(path.relative_to(ROOT)) for path in named if path.parent != REMOTE_CODE and not path.is_symlink()]
     assert outside == []
     assert all(name.endswith("_hf_roformer.py") for name in remote_code_files()), sorted(remote_code_files())
 

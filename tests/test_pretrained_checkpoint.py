@@ -3,6 +3,7 @@ its card, and predicts masked characters of held-out People's Daily text better 
 
 import collections
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -35,7 +36,6 @@ def test_checkpoint_is_small_and_documented(model, tokenizer):
     assert isinstance(model, hf_roformer.HfRoFormerForMaskedLM)
     assert isinstance(tokenizer, hf_roformer.HfRoFormerTokenizer) and tokenizer.nfkc_normalize
     assert (CHECKPOINT / "model.safetensors").stat().st_size <= MAX_BYTES
-    assert not list(CHECKPOINT.glob("*.py")), "the package's own code is not duplicated into the checkpoint"
     card = ModelCard.load(CHECKPOINT / "README.md")
     assert card.data.pipeline_tag == "fill-mask" and card.data.library_name == "transformers"
     assert "hf-roformer pretrain mlm" in card.text
@@ -80,27 +80,56 @@ def test_fill_mask_beats_a_unigram_guess_on_held_out_text(model, tokenizer):
 REMOTE_SCRIPT = """
 import json
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+import transformers
 
-model = AutoModelForMaskedLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
-assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+folder, text, output = sys.argv[1:]
+config = json.load(open(f"{folder}/config.json"))
+tokenizer_class = json.load(open(f"{folder}/tokenizer_config.json"))["auto_map"]["AutoTokenizer"][0]
+tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+assert type(tokenizer).__module__.startswith("transformers_modules."), type(tokenizer).__module__
+assert type(tokenizer).__name__ == tokenizer_class.rpartition(".")[2]
+classes = {}
+for auto_class, target in config["auto_map"].items():
+    loaded = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True)
+    assert type(loaded).__module__.startswith("transformers_modules."), (auto_class, type(loaded).__module__)
+    classes[auto_class] = type(loaded).__name__
+model = transformers.AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
 with torch.no_grad():
-    logits = model(**tokenizer(sys.argv[2], return_tensors="pt")).logits
-json.dump(logits[0].tolist(), open(sys.argv[3], "w"))
+    logits = model(**tokenizer(text, return_tensors="pt")).logits
+json.dump({"classes": classes, "logits": logits[0].tolist()}, open(output, "w"))
 """
 
 
-def test_loads_as_remote_code_without_the_package(model, tokenizer, tmp_path):
-    """Saved again (which writes the model's source files), it loads with `trust_remote_code` alone."""
-    directory = tmp_path / "checkpoint"
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
+def test_the_shipped_folder_itself_loads_as_remote_code_without_the_package(model, tokenizer, tmp_path):
+    """The shipped folder, not a copy: every Auto class its `auto_map` lists (and the tokenizer's) loads it with
+    `trust_remote_code` alone in an interpreter without the package, as transformers' example scripts load it, and
+    the masked-LM head predicts what the package's own class predicts."""
     text = "中国人民[MASK]放军"
-    run_without_the_package(tmp_path, REMOTE_SCRIPT, directory, text, "logits.json")
+    run_without_the_package(tmp_path, REMOTE_SCRIPT, CHECKPOINT, text, "loaded.json")
+    loaded = json.loads((tmp_path / "loaded.json").read_text())
+    auto_map = json.loads((CHECKPOINT / "config.json").read_text())["auto_map"]
+    assert loaded["classes"] == {auto_class: target.rpartition(".")[2] for auto_class, target in auto_map.items()}
     with torch.no_grad():
         expected = model(**tokenizer(text, return_tensors="pt")).logits[0]
-    torch.testing.assert_close(torch.tensor(json.loads((tmp_path / "logits.json").read_text())), expected)
+    torch.testing.assert_close(torch.tensor(loaded["logits"]), expected)
+
+
+def test_the_shipped_folder_carries_exactly_the_code_its_auto_map_needs():
+    """The folder's code files are the modules its `auto_map` names with everything they import relatively (what
+    `save_pretrained` copies), each the very file of `remote_code/` (a link to it, so the two cannot differ)."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    remote_code = Path(hf_roformer.__file__).parent / "remote_code"
+    auto_map = json.loads((CHECKPOINT / "config.json").read_text())["auto_map"]
+    tokenizer_map = json.loads((CHECKPOINT / "tokenizer_config.json").read_text())["auto_map"]
+    targets = [*auto_map.values(), *(name for name in tokenizer_map["AutoTokenizer"] if name)]
+    needed = set()
+    for module in {target.rpartition(".")[0] for target in targets}:
+        imported = get_relative_import_files(remote_code / f"{module}.py")
+        needed |= {module + ".py", *(Path(path).name for path in imported)}
+    assert sorted(path.name for path in CHECKPOINT.glob("*.py")) == sorted(needed)
+    for name in needed:
+        assert (CHECKPOINT / name).resolve() == (remote_code / name).resolve(), name
 
 
 def test_tokenizer_truncates_at_the_trained_length(tokenizer, model):

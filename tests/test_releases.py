@@ -79,7 +79,7 @@ def release_dependent_modules() -> dict[str, str]:
     defines an override of one of `OVERRIDDEN_HOOKS`, or is one of `RELEASE_SENSITIVE_AREAS`."""
     hooks = {hook for _, _, hook in OVERRIDDEN_HOOKS}
     found = {"remote_code.releases_hf_roformer": "the inventory of release differences", **RELEASE_SENSITIVE_AREAS}
-    for path in sorted((ROOT / "hf_roformer").rglob("*.py")):
+    for path in package_sources("hf_roformer"):
         name = ".".join(path.relative_to(ROOT / "hf_roformer").with_suffix("").parts)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("releases_hf_roformer"):
@@ -130,8 +130,10 @@ def test_the_cache_name_follows_the_installed_release():
     assert expected in transformers.modeling_outputs.CausalLMOutputWithCrossAttentions.__dataclass_fields__
 
 
-def package_sources() -> list[Path]:
-    return sorted(path for folder in ("hf_roformer", "hf_roformer_cli") for path in (ROOT / folder).rglob("*.py"))
+def package_sources(*folders: str) -> list[Path]:
+    """The package's source files (the shipped checkpoints' links to `remote_code/` are not sources of their own)."""
+    folders = folders or ("hf_roformer", "hf_roformer_cli")
+    return sorted(path for folder in folders for path in (ROOT / folder).rglob("*.py") if not path.is_symlink())
 
 
 def names_the_package_defines(sources: list[Path]) -> set[str]:

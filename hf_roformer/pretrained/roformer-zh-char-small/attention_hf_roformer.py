@@ -1,0 +1,1 @@
+../../remote_code/attention_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/batch_plan_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/blockwise_attention_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/configuration_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/encoding_hf_roformer.py

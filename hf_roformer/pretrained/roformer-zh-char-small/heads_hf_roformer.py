@@ -1,0 +1,1 @@
+../../remote_code/heads_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/input_checks_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/joined_projection_hf_roformer.py

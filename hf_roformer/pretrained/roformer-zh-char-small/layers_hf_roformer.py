@@ -1,0 +1,1 @@
+../../remote_code/layers_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/linear_attention_hf_roformer.py

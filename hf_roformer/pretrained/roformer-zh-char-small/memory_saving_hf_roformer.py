@@ -1,0 +1,1 @@
+../../remote_code/memory_saving_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/model_card_hf_roformer.py

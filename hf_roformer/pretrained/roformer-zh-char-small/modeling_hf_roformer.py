@@ -1,0 +1,1 @@
+../../remote_code/modeling_hf_roformer.py

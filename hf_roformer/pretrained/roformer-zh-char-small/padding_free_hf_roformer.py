@@ -1,0 +1,1 @@
+../../remote_code/padding_free_hf_roformer.py

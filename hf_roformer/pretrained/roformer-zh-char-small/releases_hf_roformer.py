@@ -1,0 +1,1 @@
+../../remote_code/releases_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/rope_scaling_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/rotary_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/rotary_kernels_hf_roformer.py

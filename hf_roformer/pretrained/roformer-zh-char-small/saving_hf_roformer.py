@@ -1,0 +1,1 @@
+../../remote_code/saving_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/sentence_transformers_hf_roformer.py

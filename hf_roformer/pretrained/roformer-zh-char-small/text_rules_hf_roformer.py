@@ -1,0 +1,1 @@
+../../remote_code/text_rules_hf_roformer.py

@@ -1,0 +1,1 @@
+../../remote_code/tokenization_hf_roformer.py
