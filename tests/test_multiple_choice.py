@@ -149,14 +149,33 @@ def test_each_choice_is_scored_at_the_position_summary_type_names(summary_type, 
     torch.testing.assert_close(logits, model.classifier(hidden[:, position]).view(2, 3), rtol=0, atol=1e-6)
 
 
-def test_a_first_token_score_does_not_depend_on_padding():
-    model = tiny_choice_model(summary_type="first")
-    ids = torch.randint(1, 50, (1, 2, 7), generator=torch.Generator().manual_seed(0))
-    padded = torch.cat([ids, torch.zeros(1, 2, 5, dtype=torch.long)], dim=-1)
-    mask = (padded != 0).long()
+@pytest.mark.parametrize("summary_type", ["first", "last", None])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_a_choices_score_does_not_depend_on_its_padding(summary_type, side):
+    """Choices of 4 to 7 tokens padded to 7 and to 12 tokens, on either side, score as each choice alone: the head
+    reads the choice's first or last real token, never a padding position."""
+    model = tiny_choice_model(**({} if summary_type is None else {"summary_type": summary_type}))
+    generator = torch.Generator().manual_seed(0)
+    lengths = [[7, 4], [5, 6]]
+    choices = [[torch.randint(1, 50, (length,), generator=generator) for length in question] for question in lengths]
+
+    def padded(width):
+        ids = torch.zeros(2, 2, width, dtype=torch.long)
+        for question, row in enumerate(choices):
+            for slot, choice in enumerate(row):
+                if side == "right":
+                    ids[question, slot, : len(choice)] = choice
+                else:
+                    ids[question, slot, width - len(choice) :] = choice
+        return ids, (ids != 0).long()
+
     with torch.no_grad():
-        alone, with_padding = model(ids).logits, model(padded, attention_mask=mask).logits
-    torch.testing.assert_close(with_padding, alone, rtol=0, atol=1e-6)
+        alone = torch.tensor(
+            [[model(choice[None, None]).logits.item() for choice in question] for question in choices]
+        )
+        for width in (7, 12):
+            ids, mask = padded(width)
+            torch.testing.assert_close(model(ids, attention_mask=mask).logits, alone, rtol=0, atol=1e-5)
 
 
 QUESTIONS = datasets.Dataset.from_dict(
@@ -170,8 +189,9 @@ QUESTIONS = datasets.Dataset.from_dict(
 )
 
 
-@pytest.mark.parametrize("summary_type, width", [("first", "longest"), ("last", 40), (None, 40)])
-def test_choices_are_padded_to_their_batchs_longest_unless_the_head_reads_the_last_position(summary_type, width):
+@pytest.mark.parametrize("summary_type", ["first", "last", None])
+def test_choices_are_padded_to_their_batchs_longest(summary_type):
+    """Whichever real token the head reads, the padding changes no score, so no batch is padded past its longest."""
     tokenizer = AutoTokenizer.from_pretrained(str(hf_roformer.pretrained_checkpoint()))
     inputs = ChoiceInputs(3)
     encoded = inputs.encode(QUESTIONS, tokenizer, 40, False).remove_columns("truncated")
@@ -179,9 +199,8 @@ def test_choices_are_padded_to_their_batchs_longest_unless_the_head_reads_the_la
     assert max(lengths[0]) < max(lengths[1]) < 40  # encoded unpadded
     config = hf_roformer.HfRoFormerConfig(**({} if summary_type is None else {"summary_type": summary_type}))
     collate = inputs.collator(tokenizer, config, 40)
-    expected = max(lengths[1]) if width == "longest" else width
     batch = collate(list(encoded))
-    assert batch["input_ids"].shape == (2, 3, expected)
+    assert batch["input_ids"].shape == (2, 3, max(lengths[1]))
     assert batch["attention_mask"].sum(-1).tolist() == lengths
     assert batch["labels"].tolist() == encoded["labels"]
     unlabelled = collate(list(encoded.remove_columns("labels")))  # a test split

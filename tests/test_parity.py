@@ -104,19 +104,40 @@ def test_head_matches_transformers_roformer(head, rotary_value, padded, batch, t
     with torch.no_grad():
         expected = reference(**inputs, output_hidden_states=True)
         actual = ours(**inputs, output_hidden_states=True)
+        if head == "ForMultipleChoice" and padded:  # transformers scores a padded choice from padding
+            expected.logits, expected.loss = scores_of_each_question_unpadded(reference, inputs)
     assert_outputs_equal(expected, actual)
     if "labels" in inputs or "start_positions" in inputs:
         assert actual.loss is not None and torch.isfinite(actual.loss)
 
 
+def scores_of_each_question_unpadded(reference, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """transformers' choice scores of each question run alone without its padding (the choices of one question share
+    their length here), and their cross-entropy against `inputs["labels"]`."""
+    logits = []
+    for question in range(inputs["input_ids"].shape[0]):
+        length = int(inputs["attention_mask"][question, 0].sum())
+        alone = {key: value[question : question + 1, ..., :length] for key, value in inputs.items() if key != "labels"}
+        logits.append(reference(**alone).logits)
+    logits = torch.cat(logits)
+    return logits, torch.nn.functional.cross_entropy(logits, inputs["labels"])
+
+
 @pytest.mark.parametrize("summary_type", ["first", "last"])
-def test_multiple_choice_reads_the_position_transformers_summary_type_names(summary_type, batch, tmp_path):
+def test_multiple_choice_reads_the_token_transformers_summary_type_names(summary_type, batch, tmp_path):
+    """"first" reads [CLS], as transformers does; "last" reads each choice's last real token, where transformers reads
+    the last position (padding in the right-padded second question): the same on unpadded choices."""
     reference, ours = load_pair("ForMultipleChoice", tmp_path, summary_type=summary_type)
-    inputs = head_inputs("ForMultipleChoice", batch)  # the second row is right-padded: its last token is padding
+    inputs = head_inputs("ForMultipleChoice", batch)
     with torch.no_grad():
         expected, actual = reference(**inputs), ours(**inputs)
+        padded_reference = expected.logits.clone()
+        if summary_type == "last":
+            expected.logits, expected.loss = scores_of_each_question_unpadded(reference, inputs)
     assert ours.config.summary_type == summary_type
     assert_outputs_equal(expected, actual)
+    if summary_type == "last":  # the reference itself changes with the padding: the case this head differs in
+        assert not torch.allclose(padded_reference[1], actual.logits[1], atol=1e-3)
 
 
 @pytest.mark.parametrize("problem_type", ["regression", "multi_label_classification"])

@@ -337,11 +337,12 @@ class HfRoFormerConfig(PreTrainedConfig):
             (RoFormer-Sim's, whose cosine similarity compares sentences).
         unilm: Use UniLM's sequence-to-sequence mask from `token_type_ids` (RoFormer-Sim): the source segment (0)
             attends to itself, the target segment (1) to the source and its own past; generation appends target tokens.
-        classifier_pooling: How `HfRoFormerForSequenceClassification` summarizes a sequence: "cls" (the first token,
-            then dense + activation, as transformers' RoFormer) or "mean" (masked mean of all tokens, then one linear
-            layer, the original CAIL2019-SCM recipe).
-        summary_type (keyword, stored only when given): Which position `HfRoFormerForMultipleChoice` scores a choice
-            from: "last" (also when absent, as transformers' RoFormer reads its configs) or "first" (the [CLS] token).
+        classifier_pooling: How `HfRoFormerForSequenceClassification` summarizes a sequence: "cls" (the first real
+            token, then dense + activation, as transformers' RoFormer) or "mean" (masked mean of all tokens, then one
+            linear layer, the original CAIL2019-SCM recipe).
+        summary_type (keyword, stored only when given): Which token `HfRoFormerForMultipleChoice` scores a choice
+            from: "last" (also when absent, as transformers' RoFormer reads its configs: the choice's last real token)
+            or "first" (the [CLS] token).
         padding_free: How padded batches attend: "auto" packs the real tokens of every row into one row after the
             embeddings and attends per sequence only where that measured faster (a variable-length kernel: flash
             backends, or SDPA on CUDA in half precision without attention dropout; rows of at least 2,048 tokens, or

@@ -11,6 +11,7 @@ from transformers.loss.loss_utils import fixed_cross_entropy
 
 from .configuration_hf_roformer import HfRoFormerConfig
 from .input_checks_hf_roformer import check_tensor
+from .layers_hf_roformer import real_token_states
 from .memory_saving_hf_roformer import HfRoFormerDropout
 
 
@@ -110,7 +111,8 @@ def with_labelled_token_count(labels: torch.Tensor, kwargs: dict) -> dict:
 
 
 class HfRoFormerClassificationHead(nn.Module):
-    """Sentence-level head on the first token ([CLS]): dropout, dense, activation, dropout, projection to labels."""
+    """Sentence-level head on the first real token ([CLS], also in a left-padded row): dropout, dense, activation,
+    dropout, projection to labels."""
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
@@ -120,8 +122,8 @@ class HfRoFormerClassificationHead(nn.Module):
         self.activation = ACT2FN[config.hidden_act]
 
     def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Label logits from the first token's hidden state."""
-        features = self.dropout(sequence_output[:, 0, :])
+        """Label logits from the first real token's hidden state."""
+        features = self.dropout(real_token_states(sequence_output, attention_mask))
         features = self.dropout(self.activation(self.dense(features)))
         return self.out_proj(features)
 

@@ -220,15 +220,27 @@ class HfRoFormerEncoder(nn.Module):
         return hidden_states
 
 
+def real_token_states(sequence_output: torch.Tensor, attention_mask: torch.Tensor | None, last: bool = False):
+    """Each row's hidden state at its first real token ([CLS]) or, with `last`, its last real token, found in its
+    padding mask (right or left padding alike), so the state read never depends on the padding; without a 2-D mask
+    of the rows' length (none, a 4-D mask, or one covering cached positions too), the first or last position."""
+    rows, length = sequence_output.shape[:2]
+    if attention_mask is None or attention_mask.shape != (rows, length):
+        return sequence_output[:, -1 if last else 0]
+    real = attention_mask.ne(0).int()
+    positions = length - 1 - real.flip(-1).argmax(-1) if last else real.argmax(-1)
+    return sequence_output[torch.arange(rows, device=sequence_output.device), positions.to(sequence_output.device)]
+
+
 class HfRoFormerPooler(nn.Module):
-    """Sentence vector from the first token ([CLS]): dense layer with tanh (BERT's pooler) or without activation
-    (RoFormer-Sim's linear pooler, whose cosine similarity compares sentences)."""
+    """Sentence vector from the first real token ([CLS], also in a left-padded row): dense layer with tanh (BERT's
+    pooler) or without activation (RoFormer-Sim's linear pooler, whose cosine similarity compares sentences)."""
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh() if config.pooler_activation == "tanh" else nn.Identity()
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Pooled vector of each sequence."""
-        return self.activation(self.dense(hidden_states[:, 0]))
+        return self.activation(self.dense(real_token_states(hidden_states, attention_mask)))

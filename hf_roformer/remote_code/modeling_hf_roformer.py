@@ -44,6 +44,7 @@ from .heads_hf_roformer import (
     HfRoFormerOnlyMLMHead,
     HfRoFormerOutputLinear,
     flatten_choices,
+    real_token_states,
     span_loss,
     with_labelled_token_count,
 )
@@ -239,7 +240,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         hidden_states = self.embeddings(input_ids, token_type_ids, inputs_embeds)
         if hasattr(self, "embeddings_project"):
             hidden_states = self.embeddings_project(hidden_states)
-        if self.pooler is not None:  # the pooler reads the first position of every row
+        if self.pooler is not None:  # the pooler reads one vector per row (its first real token)
             read_positions = "all" if read_positions == "all" else (0, *(read_positions or ()))
         plan = plan_batch(
             self.config, hidden_states, self.rotary_emb, attention_mask=attention_mask, position_ids=position_ids,
@@ -255,7 +256,7 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
             self_attention_cache(cache).seen_tokens += sequence_output.shape[1]
         return BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=sequence_output,
-            pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
+            pooler_output=None if self.pooler is None else self.pooler(sequence_output, attention_mask),
             **cache_output(cache if use_cache else None),
         )
 
@@ -404,6 +405,15 @@ class HfRoFormerForMaskedLM(HfRoFormerTiedLMHeadMixin, HfRoFormerTaskModel):
         check_labels("labels", labels, kind="targets", shape=(batch, length), high=vocab, ignore_index=True)
 
 
+def labels_predicted_from_real_tokens(labels: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """The causal-LM targets of each position (the next label; -100 past the end), -100 where the predicting position
+    is padding (a 2-D padding mask of the labels' shape)."""
+    shifted = nn.functional.pad(labels, (0, 1), value=-100)[:, 1:].contiguous()
+    if attention_mask is not None and attention_mask.shape == labels.shape:
+        shifted = shifted.masked_fill(attention_mask.to(labels.device) == 0, -100)
+    return shifted
+
+
 class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel, GenerationMixin):
     """RoFormer as a left-to-right language model (`generate`, KV cache), e.g. the original RoFormer-GPT, or the
     decoder of an `EncoderDecoderModel` when built with `add_cross_attention=True`."""
@@ -466,7 +476,9 @@ class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel
         """Next-token logits; with `labels` also the shifted language-modeling loss.
 
         `logits_to_keep` computes logits only for the last N positions (0 = all), as in transformers' causal LMs. The
-        loss pairs each label with the logits one position earlier, which may be padding (left or middle padding).
+        loss pairs each label with the logits one position earlier; a label whose earlier position is padding (the
+        first real token after left or middle padding) is left out, so the loss does not depend on the padding
+        (transformers' causal LMs count it, predicted from a padding position).
         """
         inputs = check_ids_or_embeds(input_ids, inputs_embeds)
         if labels is not None:
@@ -482,8 +494,9 @@ class HfRoFormerForCausalLM(HfRoFormerTiedLMHeadMixin, HfRoFormerPreTrainedModel
         logits = self.cls(outputs.last_hidden_state[:, kept, :])
         loss = None
         if labels is not None:
-            shifted = kwargs.get("shift_labels", labels[:, 1:])
-            loss_kwargs = with_labelled_token_count(shifted, kwargs)
+            if "shift_labels" not in kwargs:
+                kwargs["shift_labels"] = labels_predicted_from_real_tokens(labels, attention_mask)
+            loss_kwargs = with_labelled_token_count(kwargs["shift_labels"], kwargs)
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **loss_kwargs)
         return CausalLMOutputWithCrossAttentions(
             loss=loss,
@@ -499,8 +512,8 @@ class HfRoFormerForSequenceClassification(HfRoFormerTaskModel):
     """RoFormer with a sentence-level head: single-label or multi-label classification, or regression
     (`num_labels=1`), chosen by `config.problem_type` or inferred from the labels as transformers does.
 
-    `config.classifier_pooling` picks the head: "cls" (first token, as transformers' RoFormer) or "mean" (masked
-    mean over tokens, as the original CAIL2019-SCM recipe).
+    `config.classifier_pooling` picks the head: "cls" (the first real token, [CLS], as transformers' RoFormer reads
+    position 0 of a right-padded row) or "mean" (masked mean over tokens, as the original CAIL2019-SCM recipe).
     """
 
     _auto_class = "AutoModelForSequenceClassification"
@@ -513,7 +526,7 @@ class HfRoFormerForSequenceClassification(HfRoFormerTaskModel):
             self.classifier = HfRoFormerMeanPoolingHead(config)
         else:
             self.classifier = HfRoFormerClassificationHead(config)
-            self.read_positions = (0,)
+            self.read_positions = (0,)  # one vector per row: its first real token, position 0 when right-padded
         self.post_init()
 
     def logits(self, sequence_output, attention_mask):
@@ -553,19 +566,20 @@ class HfRoFormerForSequenceClassification(HfRoFormerTaskModel):
             check_values("labels", labels, (labels >= 0) & (labels <= 1), "multi-label targets must lie in [0, 1]")
 
 
-def choice_scored_position(config: HfRoFormerConfig) -> int:
-    """The position `HfRoFormerForMultipleChoice` scores each choice from: 0 ([CLS]) for `summary_type` "first", else
-    -1, the last position (also when the config has no `summary_type`, as transformers' RoFormer reads it). Fine-tuning
-    pads choices by it: a batch's own width moves the last position, not the first."""
-    return 0 if getattr(config, "summary_type", "last") == "first" else -1
+def choice_scored_position(config: HfRoFormerConfig) -> int | None:
+    """Where `HfRoFormerForMultipleChoice` scores each choice: 0, its first real token ([CLS]), for `summary_type`
+    "first"; None, its last real token, for "last" (also when the config has no `summary_type`, as transformers'
+    RoFormer reads it)."""
+    return 0 if getattr(config, "summary_type", "last") == "first" else None
 
 
 class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
     """RoFormer scoring each of several candidate sequences; inputs are `(batch, num_choices, seq_len)`.
 
-    Each choice is scored from the hidden state at the position `config.summary_type` names, read as transformers'
-    `RoFormerForMultipleChoice` reads it: "last" (also when the config has none, so checkpoints trained with
-    transformers' class keep their meaning) or "first" (the [CLS] token, real in every right-padded choice).
+    Each choice is scored from one hidden state, which `config.summary_type` names: "last" (also when the config has
+    none, as transformers' `RoFormerForMultipleChoice` reads its checkpoints) is the choice's last real token, read
+    from the attention mask, so a choice scores the same however it is padded (transformers' class reads the last
+    position, padding in a padded batch; on unpadded choices the two agree); "first" is the [CLS] token.
     """
 
     _auto_class = "AutoModelForMultipleChoice"
@@ -579,19 +593,16 @@ class HfRoFormerForMultipleChoice(HfRoFormerTaskModel):
         self.post_init()
 
     @property
-    def scored_position(self) -> int:
-        """The position a choice is scored from (read from the config at every forward, so it may be set after
-        loading)."""
-        return choice_scored_position(self.config)
-
-    @property
     def read_positions(self) -> tuple[int, ...]:
-        """The scored position, which may be padding (the last one of a right-padded choice)."""
-        return (self.scored_position,)
+        """One vector per choice: its first real token (position 0 when right-padded) or its last (position -1 when
+        left-padded or unpadded)."""
+        return (0,) if choice_scored_position(self.config) == 0 else (-1,)
 
     def logits(self, sequence_output, attention_mask):
-        """One score per choice, from its scored position."""
-        return self.classifier(sequence_output[:, self.scored_position])
+        """One score per choice, from the real token `summary_type` names (read from the config at every forward, so
+        it may be set after loading)."""
+        last = choice_scored_position(self.config) is None
+        return self.classifier(real_token_states(sequence_output, attention_mask, last=last))
 
     def loss(self, logits, labels, **kwargs):
         """Cross-entropy over the choices; `labels` is the correct choice's index (a sum over the Trainer's

@@ -3,9 +3,9 @@ and choice), scored by the multiple-choice head; the metric is accuracy; predict
 
 Questions with fewer choices than the most any question has get empty stand-in choices that never count: the loss
 (the Trainer's `compute_loss_func`, `choice_loss`) and the predictions ignore them. A new head reads each choice's
-first token, whose score does not depend on the padding after it, so every choice of a batch is padded to the batch's
-longest (`ChoiceCollator`); a head that a checkpoint brings may read the last position (transformers' RoFormer
-default), and its choices are padded to `max_length`, so that a choice's score does not depend on the batch it is in.
+first token; a head that a checkpoint brings may read its last real token (transformers' RoFormer default,
+`summary_type` "last"). Neither score depends on the padding, so every choice of a batch is padded to the batch's
+longest (`ChoiceCollator`).
 """
 
 import json
@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice
 
-from ...remote_code.modeling_hf_roformer import choice_scored_position
 from ..choice_files import read_multiple_choice_file
 from .base import Head, SampleLimits, Task, limited
 
@@ -58,13 +57,12 @@ def predicted_choices(logits: np.ndarray, counts: list[int]) -> np.ndarray:
 
 
 class ChoiceCollator:
-    """Batches of questions, every choice padded to the longest of the batch, or to `max_length` when given, with
-    `labels` where the split has answers. transformers' `DataCollatorForMultipleChoice` pads; it needs labels, which a
+    """Batches of questions, every choice padded to the longest of the batch, with `labels` where the split has
+    answers. transformers' `DataCollatorForMultipleChoice` pads; it needs labels, which a
     test split lacks, so a batch without them gets stand-ins that are dropped again."""
 
-    def __init__(self, tokenizer, max_length: int | None = None):
-        padding = "longest" if max_length is None else "max_length"
-        self.pad = DataCollatorForMultipleChoice(tokenizer, padding=padding, max_length=max_length)
+    def __init__(self, tokenizer):
+        self.pad = DataCollatorForMultipleChoice(tokenizer, padding="longest")
 
     def __call__(self, questions: list[dict]) -> dict[str, torch.Tensor]:
         """The tensors of `questions` (encoded by `ChoiceInputs`): (questions, slots, tokens) and `labels`."""
@@ -107,17 +105,16 @@ class ChoiceInputs:
         return datasets.Dataset.from_dict(columns)
 
     def collator(self, tokenizer, config, max_length: int) -> ChoiceCollator:
-        """Choices padded to their batch's longest when the head reads each choice's first token, else (the last
-        position, `summary_type` "last" or absent) to `max_length`, where the last position is the same in every
-        batch."""
-        reads_first = choice_scored_position(config) == 0
-        return ChoiceCollator(tokenizer, max_length=None if reads_first else max_length)
+        """Choices padded to their batch's longest: the head reads a real token of each ([CLS] or its last), so the
+        padding changes no score."""
+        return ChoiceCollator(tokenizer)
 
 
 def multiple_choice_head() -> Head:
-    """The multiple-choice head: one score a choice. A new head scores each choice from its first token ([CLS]); at
-    the last position (transformers' RoFormer default, which a checkpoint with this head keeps) a right-padded choice
-    is scored from a padding token, and the shipped checkpoint learned far less (docs/reading-comprehension.md)."""
+    """The multiple-choice head: one score a choice. A new head scores each choice from its first token ([CLS]),
+    which the shipped checkpoint learned from (docs/reading-comprehension.md); a checkpoint with this head keeps the
+    position it was trained with (transformers' RoFormer default: the last, read here at each choice's last real
+    token)."""
     return Head(
         auto_class=AutoModelForMultipleChoice,
         config={},
