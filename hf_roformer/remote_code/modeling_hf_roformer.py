@@ -44,7 +44,6 @@ from .heads_hf_roformer import (
     HfRoFormerOnlyMLMHead,
     HfRoFormerOutputLinear,
     flatten_choices,
-    real_token_states,
     span_loss,
     with_labelled_token_count,
 )
@@ -64,6 +63,7 @@ from .layers_hf_roformer import (
     HfRoFormerLayer,
     HfRoFormerPooler,
     TokenIds,
+    real_token_states,
 )
 from .linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
 from .releases_hf_roformer import CACHE_FIELD, accepts_either_cache_name, cache_output, output_cache
