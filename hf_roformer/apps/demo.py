@@ -27,7 +27,7 @@ from transformers import AutoModelForSequenceClassification, Trainer, TrainingAr
 from ..pretrained import SHIPPED_PREFIX, SMALL_CHINESE_CHAR, pretrained_checkpoint
 from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
 from ..remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
-from ..training import finetune
+from ..training import finetune, run_steps
 from ..training.finetune import ModelOptions, Phases, fine_tune
 from ..training.metrics import glue_metrics
 from ..training.smoke import announce_smoke_run
@@ -170,7 +170,7 @@ def run_demo(
     model_options = ModelOptions(
         base, max_seq_length=max_length, config_overrides=overrides, from_scratch=from_scratch
     )
-    with info_lines_off(finetune.logger):  # the demo tells the run in its own words
+    with info_lines_off(finetune.logger), info_lines_off(run_steps.logger):  # the demo tells the run its own way
         metrics = fine_tune(
             COMMAND,
             lambda: reviews_task(train, test, describe_recipe),

@@ -2,39 +2,32 @@
 demo's reviews) on the run skeleton every training command shares (`training_run.py`), from the first check to the
 model card.
 
-`fine_tune` works in this order, so that a mistake stops the run before anything is read or written:
+`fine_tune` runs a task as `FineTuning`, the steps `TrainingRun.run` performs in the order every training command
+shares (`training_run.py`):
 
 1. the model and tokenizer names are resolved (`shipped:NAME`, a directory, a Hub id checked with one request);
-2. the output directory is checked (never an input; an earlier run of other arguments is refused unless
-   `overwrite_output_dir`; the same arguments resume an interrupted run or find it finished);
-3. the tokenizer is loaded and `max_seq_length` checked against its special tokens; an upload is checked against
-   the Hub;
-4. the task's data are read, validated (`load_task`) and encoded, and the model with the task's head is loaded: from
-   the resume point when that checkpoint already holds every step of the training, which then is not resumed (the
-   Trainer would run one step past the end), and a checkpoint past the end is refused;
-5. the run record is written, and a summary says what will happen; then the Trainer trains (resuming from the last
-   complete checkpoint, or the one `--resume_from_checkpoint` names), evaluates and predicts, and the model card and
-   the finished marker are written last. Ctrl-C raises `RunInterrupted`, which says where a rerun resumes.
+2. after the output directory's check, the tokenizer is loaded and `max_seq_length` checked against its special
+   tokens, an upload is checked against the Hub, and the task's data are read, validated (`load_task`) and encoded;
+3. the model with the task's head is loaded (from the finished training's model when a training is already done:
+   the Trainer would run one step past the end);
+4. a summary says what will happen; the Trainer trains, evaluates and predicts, and the model card says what the
+   task reached.
 
 Messages go to the `hf_roformer` logger (INFO: what happens; WARNING: what needs attention), on the main process
 only; the command line prints them.
 """
 
-import contextlib
 import dataclasses
 import functools
 import json
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import transformers
-from transformers import AutoConfig, TrainerState, TrainingArguments
-from transformers.trainer_utils import SaveStrategy
+from transformers import AutoConfig, TrainingArguments
 
-from .. import __version__
 from ..pretrained.sources import ModelSource, check_hub_upload, load_tokenizer, resolve_model_source
 from ..utils.errors import HubError
 from ..utils.logs import transformers_warnings_off
@@ -47,13 +40,13 @@ from .lengths import (
     record_trained_length,
     set_model_max_length,
 )
+from .run_steps import WEIGHTS_AND_TOKENIZER, Phases, RunSteps, Training, counted, metric_line
 from .tasks import Head, Task
-from .training_run import FinishedTraining, TrainingRun, metric_line
+from .training_run import FinishedTraining, TrainingRun
 
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS_AND_TOKENIZER = ("config.json", "model.safetensors", "tokenizer_config.json")
 DEFAULT_TOKEN_BUDGET = 4096  # padded tokens per training pass, chosen by measurement: docs/long-documents.md
 # What the heads a checkpoint may bring besides the encoder are called in messages.
 HEAD_NAMES = {"cls": "masked-LM", "qa_outputs": "question-answering", "classifier": "classification"}
@@ -118,15 +111,6 @@ class Batching:
         )
         evaluation = "evaluation in length order" if self.sort_evaluation else "evaluation in data order"
         return f"batching: {training}, {evaluation} (--sort_evaluation)"
-
-
-@dataclass(frozen=True)
-class Phases:
-    """What a run does; all three unless the command line names some."""
-
-    train: bool = True
-    evaluate: bool = True
-    predict: bool = True
 
 
 def load_model(model_source: ModelSource, model_options: ModelOptions, seed: int, head: Head):
@@ -207,19 +191,6 @@ def describe_head(model, info: dict, head: Head) -> list[tuple[int, str]]:
     return lines
 
 
-def planned_steps(training_args: TrainingArguments, train_examples: int) -> tuple[int, float]:
-    """(optimizer steps, epochs) the Trainer will run for `train_examples` examples."""
-    per_step = training_args.per_device_train_batch_size * max(training_args.world_size, 1)
-    if training_args.dataloader_drop_last:
-        batches = train_examples // per_step
-    else:
-        batches = math.ceil(train_examples / per_step)
-    steps_per_epoch = max(batches // training_args.gradient_accumulation_steps, 1)
-    if training_args.max_steps > 0:
-        return training_args.max_steps, training_args.max_steps / steps_per_epoch
-    return math.ceil(training_args.num_train_epochs * steps_per_epoch), training_args.num_train_epochs
-
-
 def input_lengths(encoded) -> list[int]:
     """The real tokens of each encoded example (padding to `--pad_to_max_length` not counted), of its longest
     sequence when it holds several (multiple choice): the lengths the model actually sees."""
@@ -238,21 +209,171 @@ def describe_data(encoded: dict, max_length: int) -> str:
     return f"examples: {counts}; inputs cut to {max_length} tokens: {cut}"
 
 
-def describe_training(training_args: TrainingArguments, train_examples: int, checkpoint: Path | None) -> list[str]:
-    """The summary's lines about training: steps and batch, where checkpoints go, where it resumes."""
-    steps, epochs = planned_steps(training_args, train_examples)
-    processes = max(training_args.world_size, 1)
-    batch = f"batch {training_args.per_device_train_batch_size} x {counted(processes, 'process', 'processes')}"
-    if training_args.gradient_accumulation_steps > 1:
-        batch += f" x {training_args.gradient_accumulation_steps} accumulated"
-    saving = training_args.save_strategy != SaveStrategy.NO
-    kept = f", checkpoints in {training_args.output_dir}/" if saving else ", no checkpoints (--save_strategy no)"
-    lines = [f"training: {counted(steps, 'step')} ({epochs:g} epoch{'' if epochs == 1 else 's'}, {batch}){kept}"]
-    if checkpoint is not None:
-        explicit = training_args.resume_from_checkpoint is not None
-        source = "as --resume_from_checkpoint asks" if explicit else "the last complete checkpoint"
-        lines.append(f"resuming from {checkpoint}, {source}")
-    return lines
+class FineTuning(RunSteps):
+    """A fine-tuning task (`load_task()` reads it) on a checkpoint, as `fine_tune` runs it: the steps of its run."""
+
+    def __init__(
+        self,
+        command: str,
+        load_task: Callable[[], Task],
+        model_options: ModelOptions,
+        training_args: TrainingArguments,
+        phases: Phases,
+        arguments: dict,
+        inputs: dict[str, object] | None,
+        batching: Batching,
+        trainer_class: Callable | None,
+    ):
+        self.command, self.arguments, self.phases = command, arguments, phases
+        self.load_task, self.model_options, self.training_args = load_task, model_options, training_args
+        self.extra_inputs, self.batching, self.trainer_class = inputs or {}, batching, trainer_class
+        self.model_name = model_options.model_name_or_path
+
+    def inputs(self) -> dict[str, object]:
+        """The model's and tokenizer's names resolved (`shipped:NAME`, a directory, a Hub id checked with one request);
+        the local ones are inputs, with the task's files."""
+        options = self.model_options
+        self.model_source = options.resolve(options.model_name_or_path, "--model_name_or_path")
+        self.tokenizer_source = (
+            self.model_source
+            if options.tokenizer_name is None
+            else options.resolve(options.tokenizer_name, "--tokenizer_name")
+        )
+        return {
+            "model": self.model_source.path if self.model_source.local else None,
+            "tokenizer": self.tokenizer_source.path if self.tokenizer_source.local else None,
+            **self.extra_inputs,
+        }
+
+    def read(self, run: TrainingRun) -> None:
+        """The tokenizer (`max_seq_length` checked against its special tokens), an upload checked against the Hub,
+        and the task's data read, validated and encoded: before the model, as the training's length in steps decides
+        whether its weights are a checkpoint's."""
+        options = self.model_options
+        tokenizer_flag = "--model_name_or_path" if options.tokenizer_name is None else "--tokenizer_name"
+        with transformers_warnings_off():
+            self.tokenizer = load_tokenizer(
+                self.tokenizer_source, tokenizer_flag, "--tokenizer_name", **options.hub_kwargs()
+            )
+        check_sequence_length(self.tokenizer, options.max_seq_length, pairs=False)
+        if self.training_args.push_to_hub and self.phases.train:
+            check_hub_upload(token=self.training_args.hub_token)
+        self.task = task = self.load_task()
+        self.description = task.description
+        task.inputs.check(self.tokenizer, options.max_seq_length, task.raw)
+        self.encoded = {
+            split: task.inputs.encode(data, self.tokenizer, options.max_seq_length, options.pad_to_max_length)
+            for split, data in task.raw.items()
+        }
+        self.train_examples = len(self.encoded["train"]) if self.phases.train else 0
+
+    def build(self, run: TrainingRun, checkpoint: Path | None, finished: FinishedTraining | None) -> None:
+        """The model with the task's head: a finished training's own model, else the checkpoint's (its new head
+        configured); the longest input trained on saved with it, and its tokenizer truncating there."""
+        weights_source, self.load_options = self.model_source, self.model_options
+        if finished is not None:
+            weights_source = ModelSource(self.model_source.name, str(finished.model), True)
+            self.load_options = dataclasses.replace(
+                self.model_options, from_scratch=False, ignore_mismatched_sizes=False
+            )
+        start_deepspeed_communication(self.training_args)  # ZeRO-3 partitions the weights as they load
+        self.model, self.info = load_model(weights_source, self.load_options, self.training_args.seed, self.task.head)
+        overrides = self.load_options.config_overrides
+        configure_new_head(self.model, self.info, self.task.head, resumed_from=checkpoint, overrides=overrides)
+        lengths = {split: input_lengths(data) for split, data in self.encoded.items()}
+        every_length = [length for split_lengths in lengths.values() for length in split_lengths]
+        longer = sum(length > self.model.config.max_position_embeddings for length in every_length)
+        self.length_note = beyond_trained_length_note(
+            self.model.config, max(every_length, default=0), longer, len(every_length)
+        )
+        if self.phases.train:
+            record_trained_length(self.model.config, max(lengths["train"], default=0))
+        set_model_max_length(self.tokenizer, self.model.config, self.model_options.model_max_length)
+
+    def describe(self, run: TrainingRun, checkpoint: Path | None, finished: FinishedTraining | None) -> None:
+        """The run summary: the task, its data, the head, the batching."""
+        if not run.main_process:
+            return
+        options, task = self.model_options, self.task
+        logger.info(f"fine-tuning {options.model_name_or_path} on {task.description}")
+        logger.info(describe_data(self.encoded, options.max_seq_length))
+        for line in task.notes:
+            logger.info(line)
+        if self.length_note:
+            logger.info(f"note: {self.length_note}")
+        if self.load_options.from_scratch:
+            logger.info(f"random weights: the architecture of {options.model_name_or_path}")
+        elif checkpoint is None and finished is None:
+            for level, line in describe_head(self.model, self.info, task.head):
+                logger.log(level, line)
+        if self.phases.train and self.trainer_class is None and finished is None:
+            logger.info(self.batching.describe())
+
+    def trainer(self, run: TrainingRun):
+        """The length-aware Trainer (or `trainer_class`) on the encoded splits, scoring the first evaluation split."""
+        self.encoded = {split: data.remove_columns("truncated") for split, data in self.encoded.items()}
+        task, first_evaluation = self.task, self.task.evaluation[0][0]
+        return run.trainer(
+            self.trainer_class or self.batching.trainer_class(),
+            model=self.model,
+            train_dataset=self.encoded["train"],
+            eval_dataset=self.encoded[first_evaluation],
+            processing_class=self.tokenizer,
+            data_collator=task.inputs.collator(self.tokenizer, self.model.config, self.model_options.max_seq_length),
+            compute_metrics=task.metrics_for(first_evaluation),
+            compute_loss_func=task.loss,
+            preprocess_logits_for_metrics=task.preprocess_logits,
+        )
+
+    def score(self, run: TrainingRun, training: Training) -> tuple[dict[str, float], list[str]]:
+        """Every evaluation split (`eval_results.json`, the task's evaluation files), then the test splits."""
+        trainer, task = training.trainer, self.task
+        metrics: dict[str, float] = {}
+        written = []
+        if self.phases.evaluate:
+            for split, prefix in task.evaluation:
+                trainer.compute_metrics = task.metrics_for(split)
+                evaluated = trainer.evaluate(self.encoded[split], metric_key_prefix=prefix)
+                metrics.update(evaluated)
+                if run.main_process:
+                    logger.info(metric_line(prefix, evaluated))
+            run.save_metrics(trainer, "eval", metrics)
+            if task.write_evaluation is not None:
+                for split, _ in task.evaluation:
+                    written += run.write_new_files(functools.partial(task.write_evaluation, split))
+            written.append("eval_results.json")
+        if self.phases.predict:
+            written += predict(run, trainer, task, self.encoded, metrics)
+        return metrics, written
+
+    def write_card(self, training: Training, metrics: dict) -> Path:
+        """The fine-tuned model's card, with its results."""
+        options, task = self.model_options, self.task
+        return write_fine_tuning_card(
+            training.trainer,
+            None if options.from_scratch else options.model_name_or_path,
+            results=evaluation_results(metrics),
+            from_scratch=options.from_scratch,
+            architecture_of=Path(self.model_source.path).name if options.from_scratch else None,
+            note=task.card_note(metrics) if task.card_note is not None else None,
+            tasks=task.head.pipeline_tag,
+            **task.card,
+        )
+
+    def publish(self, run: TrainingRun, training: Training, metrics: dict) -> None:
+        """With `--push_to_hub`, the output directory and its card uploaded; a failed upload leaves the model saved."""
+        if not self.training_args.push_to_hub:
+            return
+        trainer = training.trainer
+        try:
+            push_with_model_card(trainer, lambda: self.write_card(training, metrics))
+        except Exception as error:  # any failure of the upload: the trained model is safe on disk either way
+            raise HubError(
+                f"the model is saved in {run.output_dir}, but the upload to the Hub failed ({type(error).__name__}: "
+                f"{error}); upload the directory later with `hf upload`"
+            ) from error
+        if run.main_process:
+            logger.info(f"uploaded to https://huggingface.co/{trainer.hub_model_id}")
 
 
 def fine_tune(
@@ -274,191 +395,10 @@ def fine_tune(
     other ones is refused unless `overwrite_output_dir`); `inputs` the local files and directories it reads (the
     output directory must stay apart from them). `trainer_class` replaces the length-aware Trainer of `batching`.
     """
-    model_source = model_options.resolve(model_options.model_name_or_path, "--model_name_or_path")
-    tokenizer_source = (
-        model_source
-        if model_options.tokenizer_name is None
-        else model_options.resolve(model_options.tokenizer_name, "--tokenizer_name")
+    steps = FineTuning(
+        command, load_task, model_options, training_args, phases, arguments, inputs, batching, trainer_class
     )
-    local_inputs = {
-        "model": model_source.path if model_source.local else None,
-        "tokenizer": tokenizer_source.path if tokenizer_source.local else None,
-        **(inputs or {}),
-    }
-    run = TrainingRun.open(command, arguments, training_args, local_inputs, overwrite_output_dir)
-    if run.finished is not None and phases.train:
-        return run.nothing_to_do()
-    checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if phases.train else None
-
-    tokenizer_flag = "--model_name_or_path" if model_options.tokenizer_name is None else "--tokenizer_name"
-    with transformers_warnings_off():
-        tokenizer = load_tokenizer(tokenizer_source, tokenizer_flag, "--tokenizer_name", **model_options.hub_kwargs())
-    check_sequence_length(tokenizer, model_options.max_seq_length, pairs=False)
-    if training_args.push_to_hub and phases.train:
-        check_hub_upload(token=training_args.hub_token)
-    task = load_task()
-    task.inputs.check(tokenizer, model_options.max_seq_length, task.raw)
-    encoded = {  # before the model: the training's length in steps decides whether its weights are a checkpoint's
-        split: task.inputs.encode(data, tokenizer, model_options.max_seq_length, model_options.pad_to_max_length)
-        for split, data in task.raw.items()
-    }
-    finished_training = None
-    if phases.train:
-        finished_training = run.finished_training(checkpoint, planned_steps(training_args, len(encoded["train"]))[0])
-    weights_source, load_options = model_source, model_options
-    if finished_training is not None:  # its model is loaded instead of the checkpoint's, and nothing resumes
-        checkpoint = None
-        weights_source = ModelSource(model_source.name, str(finished_training.model), True)
-        load_options = dataclasses.replace(model_options, from_scratch=False, ignore_mismatched_sizes=False)
-
-    start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
-    model, info = load_model(weights_source, load_options, training_args.seed, task.head)
-    configure_new_head(model, info, task.head, resumed_from=checkpoint, overrides=load_options.config_overrides)
-    run.begin(__version__)
-    lengths = {split: input_lengths(data) for split, data in encoded.items()}
-    every_length = [length for split_lengths in lengths.values() for length in split_lengths]
-    longer = sum(length > model.config.max_position_embeddings for length in every_length)
-    note = beyond_trained_length_note(model.config, max(every_length, default=0), longer, len(every_length))
-    if phases.train:  # the longest input trained on: saved with the model, and its tokenizer truncates there
-        record_trained_length(model.config, max(lengths["train"], default=0))
-    set_model_max_length(tokenizer, model.config, model_options.model_max_length)
-    if run.main_process:
-        logger.info(f"fine-tuning {model_options.model_name_or_path} on {task.description}")
-        logger.info(describe_data(encoded, model_options.max_seq_length))
-        for line in task.notes:
-            logger.info(line)
-        if note:
-            logger.info(f"note: {note}")
-        if load_options.from_scratch:
-            logger.info(f"random weights: the architecture of {model_options.model_name_or_path}")
-        elif checkpoint is None and finished_training is None:
-            for level, line in describe_head(model, info, task.head):
-                logger.log(level, line)
-        if phases.train and trainer_class is None and finished_training is None:
-            logger.info(batching.describe())
-    encoded = {split: data.remove_columns("truncated") for split, data in encoded.items()}
-    first_evaluation = task.evaluation[0][0]
-    trainer = run.trainer(
-        trainer_class or batching.trainer_class(),
-        model=model,
-        train_dataset=encoded["train"],
-        eval_dataset=encoded[first_evaluation],
-        processing_class=tokenizer,
-        data_collator=task.inputs.collator(tokenizer, model.config, model_options.max_seq_length),
-        compute_metrics=task.metrics_for(first_evaluation),
-        compute_loss_func=task.loss,
-        preprocess_logits_for_metrics=task.preprocess_logits,
-    )
-    metrics: dict[str, float] = {}
-    written = (
-        train_phase(run, trainer, len(encoded["train"]), checkpoint, finished_training, phases) if phases.train else []
-    )
-    trained = phases.train and trainer.state.global_step > 0
-    with run.after_training(trainer, written) if trained else contextlib.nullcontext():
-        if phases.evaluate:
-            for split, prefix in task.evaluation:
-                trainer.compute_metrics = task.metrics_for(split)
-                evaluated = trainer.evaluate(encoded[split], metric_key_prefix=prefix)
-                metrics.update(evaluated)
-                if run.main_process:
-                    logger.info(metric_line(prefix, evaluated))
-            run.save_metrics(trainer, "eval", metrics)
-            if task.write_evaluation is not None:
-                for split, _ in task.evaluation:
-                    written += run.write_new_files(functools.partial(task.write_evaluation, split))
-            written.append("eval_results.json")
-        if phases.predict:
-            written += predict(run, trainer, task, encoded, metrics)
-
-        def write_card():
-            return write_fine_tuning_card(
-                trainer,
-                None if model_options.from_scratch else model_options.model_name_or_path,
-                results=evaluation_results(metrics),
-                from_scratch=model_options.from_scratch,
-                architecture_of=Path(model_source.path).name if model_options.from_scratch else None,
-                note=task.card_note(metrics) if task.card_note is not None else None,
-                tasks=task.head.pipeline_tag,
-                **task.card,
-            )
-
-        if trained:
-            run.write_card(write_card)
-            written.append("model card (README.md)")
-            finished = {"command": command, "global_step": trainer.state.global_step, "metrics": metrics}
-            run.finish(finished, [*WEIGHTS_AND_TOKENIZER, "README.md"])
-    if run.main_process:
-        report_end(model_options.model_name_or_path, task.description, trainer, phases, trained, written)
-    if trained and training_args.push_to_hub:
-        try:
-            push_with_model_card(trainer, write_card)
-        except Exception as error:  # any failure of the upload: the trained model is safe on disk either way
-            raise HubError(
-                f"the model is saved in {run.output_dir}, but the upload to the Hub failed ({type(error).__name__}: "
-                f"{error}); upload the directory later with `hf upload`"
-            ) from error
-        if run.main_process:
-            logger.info(f"uploaded to https://huggingface.co/{trainer.hub_model_id}")
-    return metrics
-
-
-def train_phase(
-    run: TrainingRun,
-    trainer,
-    train_examples: int,
-    checkpoint: Path | None,
-    finished: FinishedTraining | None,
-    phases: Phases,
-    model_files: tuple[str, ...] = WEIGHTS_AND_TOKENIZER,
-) -> list[str]:
-    """Train (from `checkpoint`, None: the start) and write the model, tokenizer, training metrics and state, then the
-    training marker (`trained.json`) vouching for them and the saved `model_files`; or, when the training is already
-    `finished` (by an earlier run of these arguments that stopped later, or in the checkpoint `--resume_from_checkpoint`
-    names), take its model and state without training a step. Every fine-tuning task trains through it, so that all
-    rerun alike. Returns the outputs, as the closing line names them."""
-    outputs = ["model", "tokenizer", "train_results.json", "trainer_state.json"]
-    if finished is not None:
-        trainer.state = TrainerState.load_from_json(str(finished.state))
-        trainer.state.max_steps = finished.max_steps  # as the Trainer sets it when resuming
-        if run.main_process:
-            logger.info(describe_finished_training(finished, trainer.state.global_step, phases))
-        if finished.outputs_whole:
-            return outputs
-        outputs.remove("train_results.json")  # the final checkpoint holds no training metrics
-    else:
-        if run.main_process:
-            for line in describe_training(trainer.args, train_examples, checkpoint):
-                logger.info(line)
-        result = run.train(trainer, checkpoint)
-        run.save_metrics(trainer, "train", result.metrics)
-    run.save_model(trainer)
-    with run.writing():
-        trainer.save_state()
-    if trainer.state.global_step > 0:
-        record = {"command": run.command, "global_step": trainer.state.global_step}
-        run.finish_training(record, [*model_files, "train_results.json", "trainer_state.json"])
-    return outputs
-
-
-def describe_finished_training(finished: FinishedTraining, steps: int, phases: Phases) -> str:
-    """The line saying that the training is already done, where, and what the run does with its model instead."""
-    if finished.requested is not None:
-        done = (
-            f"--resume_from_checkpoint {finished.requested}: the checkpoint holds the finished training "
-            f"({steps:,} of {finished.max_steps:,} steps);"
-        )
-    else:
-        done = f"training finished in an earlier run ({counted(steps, 'step')}):"
-    uses = " and ".join(
-        name for name, wanted in (("evaluating", phases.evaluate), ("predicting", phases.predict)) if wanted
-    )
-    instead = f"{uses} with its model" if uses else "saving its model"
-    return f"{done} {instead} ({finished.model}), without training again"
-
-
-def counted(count: int, noun: str, plural: str | None = None) -> str:
-    """`1 step`, `75 steps`: `count` and `noun`, in the plural (default: with an s) unless one."""
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {plural or noun + 's'}"
+    return TrainingRun.run(steps, training_args, overwrite_output_dir)
 
 
 def predict(run: TrainingRun, trainer, task: Task, encoded: dict, metrics: dict) -> list[str]:
@@ -483,35 +423,4 @@ def predict(run: TrainingRun, trainer, task: Task, encoded: dict, metrics: dict)
     return written
 
 
-def report_end(model: str, description: str, trainer, phases: Phases, trained: bool, written: list):
-    """The closing line of a run of `model` on the data `description` names: what happened and where everything went,
-    and nothing that did not happen."""
-    output_dir = trainer.args.output_dir
-    files = ", ".join(written)
-    if trained:
-        logger.info(
-            f"fine-tuned {model} on {description} ({counted(trainer.state.global_step, 'step')}); in {output_dir}/: "
-            f"{files}"
-        )
-    elif phases.train:
-        logger.warning(f"no training step ran; no model card written to {output_dir}/")
-    else:
-        done = " and ".join(
-            name for name, wanted in (("evaluated", phases.evaluate), ("predicted", phases.predict)) if wanted
-        )
-        logger.info(
-            f"{done} {model} on {description} without training (--do_train not given); in {output_dir}/: {files}; no "
-            "model card written"
-        )
-
-
-__all__ = [
-    "WEIGHTS_AND_TOKENIZER",
-    "Batching",
-    "ModelOptions",
-    "Phases",
-    "fine_tune",
-    "planned_steps",
-    "report_end",
-    "train_phase",
-]
+__all__ = ["WEIGHTS_AND_TOKENIZER", "Batching", "FineTuning", "ModelOptions", "Phases", "fine_tune"]

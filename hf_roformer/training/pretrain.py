@@ -11,7 +11,8 @@ whose `finished.json` holds (every file it lists there, with its size), redoes a
 and resumes an interrupted one from its last complete checkpoint (incomplete ones, left by a crash during a save, are
 skipped with a warning), ending with the weights of an uninterrupted run. The final model and tokenizer (whose
 `model_max_length` is the trained length) go to `--output_dir`, then its `finished.json`. The output directory, the
-run record, the Trainers, Ctrl-C and the markers are the run skeleton's (`training_run.py`). Evaluation uses every
+run record, the Trainers, Ctrl-C, the markers and the order of it all are the run skeleton's (`training_run.py`:
+`Pretraining` and `PretrainingStage` are the steps it performs). Evaluation uses every
 validation block: `dataloader_drop_last` applies to training batches only.
 
 `--architecture bert` / `bert-linear` train transformers' BERT with learned absolute positions at the same sizes
@@ -30,7 +31,6 @@ import torch
 import transformers
 from transformers import AutoModelForMaskedLM, Trainer, TrainingArguments
 
-from .. import __version__
 from ..pretrained.sources import ModelSource, load_tokenizer, resolve_model_source
 from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
 from ..remote_code.modeling_hf_roformer import HfRoFormerForMaskedLM
@@ -44,6 +44,7 @@ from .corpus import char_vocabulary, peoples_daily_documents, read_documents, sp
 from .distributed import start_deepspeed_communication, trained_model
 from .lengths import beyond_trained_length_note, record_trained_length, set_model_max_length
 from .packing import encode_documents, pack_documents
+from .run_steps import RunSteps, StageSteps, Training
 from .smoke import announce_smoke_run
 from .training_run import TrainingRun
 from .whole_word_masking import (
@@ -233,6 +234,116 @@ def stage_directory(output_dir: str | Path, index: int, stage: Stage) -> Path:
     return Path(output_dir) / f"stage-{index + 1}-{stage.name}"
 
 
+class Pretraining(RunSteps):
+    """Masked-LM pre-training in stages, as `run_pretraining` runs it: the steps of its run (each stage trains in a
+    directory of its own, `PretrainingStage`)."""
+
+    command = COMMAND
+    checkpoints_in_output_dir = False
+
+    def __init__(self, options: PretrainOptions, training_args: TrainingArguments, arguments: dict | None, smoke: bool):
+        self.stages = check_options(options)
+        self.options, self.training_args, self.smoke = options, training_args, smoke
+        self.arguments = arguments or {**dataclasses.asdict(options), **training_args.to_dict()}
+
+    def inputs(self) -> dict[str, object]:
+        """The model and tokenizer names resolved; the local ones are inputs, with the corpus files."""
+        options = self.options
+        self.model_source = resolve_model_source(options.model, "--model") if options.model else None
+        self.tokenizer_name = options.tokenizer or options.model
+        name = self.tokenizer_name
+        self.tokenizer_source = resolve_model_source(name, "--tokenizer") if name else None
+        inputs = {
+            "training file": None, "validation file": None,
+            "model": self.model_source.path if self.model_source and self.model_source.local else None,
+            "tokenizer": self.tokenizer_source.path if self.tokenizer_source and self.tokenizer_source.local else None,
+        }  # fmt: skip
+        for kind, paths in (("training file", options.train_files), ("validation file", options.validation_files)):
+            for index, path in enumerate(paths or []):
+                inputs[f"{kind} {index + 1}" if index else kind] = path
+        return inputs
+
+    def read(self, run: TrainingRun) -> None:
+        """The corpus (cut to a few documents in a smoke run) and the tokenizer, which needs a mask token."""
+        transformers.set_seed(self.training_args.seed)
+        self.output_dir = run.output_dir
+        self.train_documents, self.validation_documents = load_corpus(self.options, self.training_args.seed)
+        if self.smoke:
+            self.stages = [dataclasses.replace(stage, steps=min(stage.steps, SMOKE_STEPS)) for stage in self.stages]
+            self.train_documents = self.train_documents[:SMOKE_DOCUMENTS]
+            self.validation_documents = self.validation_documents[:20]
+            announce_smoke_run(f"at most {SMOKE_STEPS} steps a stage, {len(self.train_documents)} training documents")
+        self.tokenizer = build_tokenizer(self.options, self.train_documents, self.tokenizer_source)
+        if self.tokenizer.mask_token_id is None:
+            raise UsageError(f"--tokenizer {self.tokenizer_name}: the tokenizer has no mask token")
+
+    def build(self, run: TrainingRun, checkpoint: Path | None, finished) -> None:
+        """The model, then the documents tokenized and the masking collator."""
+        start_deepspeed_communication(self.training_args)  # ZeRO-3 partitions the weights as they load
+        self.model = build_model(self.options, self.tokenizer, self.stages, self.model_source)
+        self.encoded = {
+            "train": encode_documents(self.train_documents, self.tokenizer),
+            "validation": encode_documents(self.validation_documents, self.tokenizer),
+        }
+        self.collator = ChineseWholeWordMaskCollator(
+            self.tokenizer, mlm_probability=self.options.mlm_probability, seed=self.training_args.seed
+        )
+        self.corpus = describe_corpus(self.options, len(self.train_documents), len(self.validation_documents))
+
+    def describe(self, run: TrainingRun, checkpoint: Path | None, finished) -> None:
+        """The model, the corpus and the stages."""
+        if not run.main_process:
+            return
+        model, tokenizer = self.model, self.tokenizer
+        parameters = sum(parameter.numel() for parameter in model.parameters())
+        logger.info(f"pre-training {type(model).__name__} ({parameters / 1e6:.1f}M parameters, vocabulary "
+                    f"{len(tokenizer):,}) on {self.corpus}")  # fmt: skip
+        logger.info("stages: " + "; ".join(
+            f"{stage.steps:,} steps of {stage.batch_size} x {stage.max_length} tokens" for stage in self.stages
+        ))  # fmt: skip
+        if self.model_source is not None:  # a checkpoint continued past the length it was trained at
+            note = beyond_trained_length_note(model.config, max(stage.max_length for stage in self.stages))
+            if note:
+                logger.info(f"note: {note}")
+
+    def train_stages(self, run: TrainingRun) -> Training:
+        """Every stage in turn, each from the previous one's weights."""
+        self.history: list[dict] = []
+        for index, stage in enumerate(self.stages):
+            steps = PretrainingStage(run, index, stage, self.model, self.tokenizer, self.encoded, self.collator)
+            self.model, self.metrics = run.train_stage(steps)
+            self.history.append({"stage": dataclasses.asdict(stage), "metrics": self.metrics})
+        return Training(None, trained=True)
+
+    def score(self, run: TrainingRun, training: Training) -> tuple[dict[str, float], list[str]]:
+        """No scoring beyond the stages': the final model, its tokenizer (`model_max_length`: the trained length)
+        and the schedule written to the output directory; the last stage's metrics."""
+        if run.main_process:
+            with run.writing():
+                set_model_max_length(self.tokenizer, self.model.config)
+                self.model.save_pretrained(run.output_dir)
+                self.tokenizer.save_pretrained(run.output_dir)
+                (run.output_dir / "pretraining_stages.json").write_text(
+                    json.dumps([dataclasses.asdict(stage) for stage in self.stages], indent=2)
+                )
+        return self.metrics, []
+
+    def write_card(self, training: Training, metrics: dict) -> Path:
+        """The pre-trained model's card: corpus, stages, curves."""
+        return write_pretraining_card(self.output_dir, self.model, self.tokenizer, self.corpus, self.history)
+
+    def finished_record(self, training: Training, metrics: dict) -> dict:
+        """The stages and the last one's metrics."""
+        return {"stages": [dataclasses.asdict(stage) for stage in self.stages], "metrics": metrics}
+
+    def report(self, run: TrainingRun, training: Training, metrics: dict) -> None:
+        """The closing line: the stages, the held-out accuracy, where everything went."""
+        stage_count = f"{len(self.stages)} stage{'' if len(self.stages) == 1 else 's'}"
+        logger.info(f"pre-trained {type(self.model).__name__} in {stage_count}: masked-token accuracy "
+                    f"{metrics.get('eval_accuracy', float('nan')):.2%} on {len(self.validation_documents):,} "
+                    f"held-out documents; model, tokenizer and card in {run.output_dir}/")  # fmt: skip
+
+
 def run_pretraining(
     options: PretrainOptions,
     training_args: TrainingArguments,
@@ -248,134 +359,90 @@ def run_pretraining(
     (an earlier run of other `arguments` is refused unless `overwrite_output_dir`; the same arguments resume an
     interrupted run, stage by stage, or find it finished). Ctrl-C raises `RunInterrupted`.
     """
-    stages = check_options(options)
-    if arguments is None:
-        arguments = {**dataclasses.asdict(options), **training_args.to_dict()}
-    model_source = resolve_model_source(options.model, "--model") if options.model else None
-    tokenizer_name = options.tokenizer or options.model
-    tokenizer_source = resolve_model_source(tokenizer_name, "--tokenizer") if tokenizer_name else None
-    inputs = {
-        "training file": None, "validation file": None,
-        "model": model_source.path if model_source and model_source.local else None,
-        "tokenizer": tokenizer_source.path if tokenizer_source and tokenizer_source.local else None,
-    }  # fmt: skip
-    for kind, paths in (("training file", options.train_files), ("validation file", options.validation_files)):
-        for index, path in enumerate(paths or []):
-            inputs[f"{kind} {index + 1}" if index else kind] = path
-    run = TrainingRun.open(COMMAND, arguments, training_args, inputs, overwrite_output_dir)
-    if run.finished is not None:
-        return run.nothing_to_do()
-
-    transformers.set_seed(training_args.seed)
-    train_documents, validation_documents = load_corpus(options, training_args.seed)
-    if smoke:
-        stages = [dataclasses.replace(stage, steps=min(stage.steps, SMOKE_STEPS)) for stage in stages]
-        train_documents, validation_documents = train_documents[:SMOKE_DOCUMENTS], validation_documents[:20]
-        announce_smoke_run(f"at most {SMOKE_STEPS} steps a stage, {len(train_documents)} training documents")
-    tokenizer = build_tokenizer(options, train_documents, tokenizer_source)
-    if tokenizer.mask_token_id is None:
-        raise UsageError(f"--tokenizer {tokenizer_name}: the tokenizer has no mask token")
-    start_deepspeed_communication(training_args)  # ZeRO-3 partitions the weights as they load
-    model = build_model(options, tokenizer, stages, model_source)
-    run.begin(__version__)
-    encoded = {
-        "train": encode_documents(train_documents, tokenizer),
-        "validation": encode_documents(validation_documents, tokenizer),
-    }
-    collator = ChineseWholeWordMaskCollator(tokenizer, mlm_probability=options.mlm_probability, seed=training_args.seed)
-    corpus = describe_corpus(options, len(train_documents), len(validation_documents))
-    if run.main_process:
-        parameters = sum(parameter.numel() for parameter in model.parameters())
-        logger.info(f"pre-training {type(model).__name__} ({parameters / 1e6:.1f}M parameters, vocabulary "
-                    f"{len(tokenizer):,}) on {corpus}")  # fmt: skip
-        logger.info("stages: " + "; ".join(
-            f"{stage.steps:,} steps of {stage.batch_size} x {stage.max_length} tokens" for stage in stages
-        ))  # fmt: skip
-        if model_source is not None:  # a checkpoint continued past the length it was trained at
-            note = beyond_trained_length_note(model.config, max(stage.max_length for stage in stages))
-            if note:
-                logger.info(f"note: {note}")
-    history: list[dict] = []
-    for index, stage in enumerate(stages):
-        model, metrics = run_stage(run, index, stage, model, tokenizer, encoded, collator)
-        history.append({"stage": dataclasses.asdict(stage), "metrics": metrics})
-    if run.main_process:
-        with run.writing():
-            set_model_max_length(tokenizer, model.config)
-            model.save_pretrained(run.output_dir)
-            tokenizer.save_pretrained(run.output_dir)
-            (run.output_dir / "pretraining_stages.json").write_text(
-                json.dumps([dataclasses.asdict(stage) for stage in stages], indent=2)
-            )
-        run.write_card(lambda: write_pretraining_card(run.output_dir, model, tokenizer, corpus, history))
-        finished = {"stages": [dataclasses.asdict(stage) for stage in stages], "metrics": metrics}
-        run.finish(finished, ["config.json", "model.safetensors", "tokenizer_config.json", "README.md"])
-        stage_count = f"{len(stages)} stage{'' if len(stages) == 1 else 's'}"
-        logger.info(f"pre-trained {type(model).__name__} in {stage_count}: masked-token accuracy "
-                    f"{metrics.get('eval_accuracy', float('nan')):.2%} on {len(validation_documents):,} held-out "
-                    f"documents; model, tokenizer and card in {run.output_dir}/")  # fmt: skip
-    return metrics
+    steps = Pretraining(options, training_args, arguments, smoke)
+    return TrainingRun.run(steps, training_args, overwrite_output_dir)
 
 
-def run_stage(run: TrainingRun, index: int, stage: Stage, model, tokenizer, encoded: dict, collator):
-    """Stage `index` of the run, in its own directory: skipped when its finished marker holds (its weights are
-    loaded), else trained from the previous stage's weights, resuming from its last complete checkpoint, evaluated,
-    and saved to `final/` with its curves, results and marker. Returns the model after the stage and its metrics."""
-    directory = stage_directory(run.output_dir, index, stage)
-    final = directory / "final"
-    done = run.finished_stage(directory)
-    if done is not None:  # finished in an earlier run, its outputs whole
+class PretrainingStage(StageSteps):
+    """Stage `index` of a pre-training run, in its own directory (`TrainingRun.train_stage` performs it): skipped when
+    its finished marker holds (its weights are loaded), else trained from the previous stage's weights, resuming from
+    its last complete checkpoint, evaluated, and saved to `final/` with its curves, results and marker. Its result:
+    the model after the stage and its metrics."""
+
+    def __init__(self, run: TrainingRun, index: int, stage: Stage, model, tokenizer, encoded: dict, collator):
+        self.index, self.stage, self.model, self.tokenizer = index, stage, model, tokenizer
+        self.encoded, self.collator, self.main_process = encoded, collator, run.main_process
+        self.directory = stage_directory(run.output_dir, index, stage)
+        self.final = self.directory / "final"
+
+    def finished_earlier(self, done: dict):
+        """The stage's weights as an earlier run saved them."""
         with transformers_warnings_off():
-            model = AutoModelForMaskedLM.from_pretrained(final)
-        if run.main_process:
-            logger.info(f"stage {index + 1} ({stage.max_length} tokens): finished in an earlier run, its weights "
-                        f"loaded from {final}")  # fmt: skip
+            model = AutoModelForMaskedLM.from_pretrained(self.final)
+        if self.main_process:
+            logger.info(f"stage {self.index + 1} ({self.stage.max_length} tokens): finished in an earlier run, its "
+                        f"weights loaded from {self.final}")  # fmt: skip
         return model, done["metrics"]
-    blocks = {
-        split: pack_documents(data, stage.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
-        for split, data in encoded.items()
-    }
-    stage_args = dataclasses.replace(
-        run.args,
-        output_dir=str(directory),
-        per_device_train_batch_size=stage.batch_size,
-        max_steps=stage.steps,
-        remove_unused_columns=False,  # the collator needs `word_ids`, which the model does not take
-    )
-    set_model_max_length(tokenizer, model.config)  # what the checkpoints of this stage save with the tokenizer
-    trainer = run.trainer(
-        PretrainingTrainer,
-        args=stage_args,
-        model=model,
-        train_dataset=blocks["train"],
-        eval_dataset=premasked(blocks["validation"], collator, run.args.seed),
-        processing_class=tokenizer,
-        data_collator=collator,
-        compute_metrics=mlm_accuracy,
-        preprocess_logits_for_metrics=argmax_logits,
-        callbacks=[MaskingEpochCallback(collator)],
-    )
-    checkpoint = run.resume_point(directory)
-    if run.main_process:
-        resumed = f", resuming from {checkpoint}" if checkpoint is not None else ""
-        logger.info(f"stage {index + 1}: {len(blocks['train']):,} training blocks of up to {stage.max_length} "
-                    f"tokens{resumed}")  # fmt: skip
-    run.train(trainer, checkpoint)
-    metrics = trainer.evaluate()
-    if isinstance(trainer.model, HfRoFormerForMaskedLM):  # the length it has now been trained at
-        record_trained_length(trainer.model.config, stage.max_length)
-    set_model_max_length(tokenizer, trainer.model.config)
-    run.save_model(trainer, final)
-    if run.main_process:
-        run.claim("eval_results.json", folder=final)
-        with run.writing(final):
-            trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
-            (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
-        files = [f"final/{name}" for name in ("config.json", "model.safetensors", "eval_results.json")]
-        run.finish({"stage": dataclasses.asdict(stage), "metrics": metrics}, files, directory)
-        logger.info(f"stage {index + 1} ({stage.max_length} tokens): masked-token accuracy "
-                    f"{metrics['eval_accuracy']:.2%}, loss {metrics['eval_loss']:.3f}")  # fmt: skip
-    return trained_model(trainer, final), metrics
+
+    def trainer(self, run: TrainingRun):
+        """The stage's Trainer on blocks packed at its length, evaluating on validation blocks masked once."""
+        stage, tokenizer = self.stage, self.tokenizer
+        self.blocks = {
+            split: pack_documents(data, stage.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
+            for split, data in self.encoded.items()
+        }
+        stage_args = dataclasses.replace(
+            run.args,
+            output_dir=str(self.directory),
+            per_device_train_batch_size=stage.batch_size,
+            max_steps=stage.steps,
+            remove_unused_columns=False,  # the collator needs `word_ids`, which the model does not take
+        )
+        set_model_max_length(tokenizer, self.model.config)  # what the checkpoints of this stage save with the tokenizer
+        return run.trainer(
+            PretrainingTrainer,
+            args=stage_args,
+            model=self.model,
+            train_dataset=self.blocks["train"],
+            eval_dataset=premasked(self.blocks["validation"], self.collator, run.args.seed),
+            processing_class=tokenizer,
+            data_collator=self.collator,
+            compute_metrics=mlm_accuracy,
+            preprocess_logits_for_metrics=argmax_logits,
+            callbacks=[MaskingEpochCallback(self.collator)],
+        )
+
+    def describe(self, run: TrainingRun, trainer, checkpoint: Path | None) -> None:
+        """The stage's blocks, and where it resumes."""
+        if self.main_process:
+            resumed = f", resuming from {checkpoint}" if checkpoint is not None else ""
+            logger.info(f"stage {self.index + 1}: {len(self.blocks['train']):,} training blocks of up to "
+                        f"{self.stage.max_length} tokens{resumed}")  # fmt: skip
+
+    def save(self, run: TrainingRun, trainer, metrics: dict) -> list[str]:
+        """`final/`: the weights (the trained length recorded), the loss and accuracy curves, the results."""
+        final = self.final
+        if isinstance(trainer.model, HfRoFormerForMaskedLM):  # the length it has now been trained at
+            record_trained_length(trainer.model.config, self.stage.max_length)
+        set_model_max_length(self.tokenizer, trainer.model.config)
+        run.save_model(trainer, final)
+        if self.main_process:
+            run.claim("eval_results.json", folder=final)
+            with run.writing(final):
+                trainer.state.save_to_json(str(final / "trainer_state.json"))  # the stage's loss and accuracy curves
+                (final / "eval_results.json").write_text(json.dumps(metrics, indent=2))
+        return [f"final/{name}" for name in ("config.json", "model.safetensors", "eval_results.json")]
+
+    def finished_record(self, metrics: dict) -> dict:
+        """The stage and its metrics."""
+        return {"stage": dataclasses.asdict(self.stage), "metrics": metrics}
+
+    def trained(self, run: TrainingRun, trainer, metrics: dict):
+        """The model after the stage (gathered whole where sharded) and its metrics."""
+        if self.main_process:
+            logger.info(f"stage {self.index + 1} ({self.stage.max_length} tokens): masked-token accuracy "
+                        f"{metrics['eval_accuracy']:.2%}, loss {metrics['eval_loss']:.3f}")  # fmt: skip
+        return trained_model(trainer, self.final), metrics
 
 
 def describe_corpus(options: PretrainOptions, train: int, validation: int) -> str:

@@ -11,10 +11,10 @@ command shares (`training_run.py`: output directory, record, Ctrl-C and resume, 
   pooling module (`pooling`, mean by default, as sentence-transformers pools a plain encoder).
 - The held-out split (the validation file, with scores) is scored by Spearman's correlation of cosine similarities
   (`EmbeddingSimilarityEvaluator`) after training, and a test file with scores likewise.
-- The phases are those of every fine-tuning task (`finetune.Phases`): training, the validation score, the test score;
+- The phases are those of every fine-tuning task (`run_steps.Phases`): training, the validation score, the test score;
   all three unless some are named. Without training, the model is scored as it is given and nothing of it is written;
   a training file is needed only to train.
-- Training, and running again, go through every fine-tuning task's `finetune.train_phase`: the model is saved and
+- Training, and running again, follow every training command's order (`TrainingRun.run`): the model is saved and
   vouched for (`trained.json`) before it is scored, so a rerun after a stop while scoring only scores; a checkpoint
   at the training's last step is used as it is (resuming would train past the end), one past it is refused.
 
@@ -24,7 +24,6 @@ vectors.
 
 import contextlib
 import dataclasses
-import functools
 import io
 import logging
 from dataclasses import dataclass
@@ -32,12 +31,11 @@ from pathlib import Path
 
 from transformers import TrainingArguments, set_seed
 
-from .. import __version__
 from ..utils.errors import DataError, UsageError
-from .finetune import WEIGHTS_AND_TOKENIZER, Phases, planned_steps, report_end, train_phase
+from .run_steps import WEIGHTS_AND_TOKENIZER, Phases, RunSteps, Training
 from .sentence_pairs import read_sentence_pairs
 from .tasks.base import first
-from .training_run import TrainingRun
+from .training_run import FinishedTraining, TrainingRun
 
 
 logger = logging.getLogger(__name__)
@@ -143,6 +141,118 @@ def removing_if_left_empty(directory: Path, main_process: bool):
             directory.rmdir()
 
 
+class SentenceEmbedding(RunSteps):
+    """Sentence-vector training as `train_sentence_embedding` runs it: the steps of its run."""
+
+    command = "finetune sentence-embedding"
+    model_files = SENTENCE_MODEL_FILES
+
+    def __init__(self, options: SentenceEmbeddingOptions, training_args: TrainingArguments, phases: Phases,
+                 arguments: dict):  # fmt: skip
+        if phases.train and options.train_file is None:
+            raise UsageError(
+                "--train_file is needed to train; to score the model as it is, pass --do_eval (or --do_predict with "
+                "--test_file) without --do_train"
+            )
+        self.options, self.training_args, self.phases, self.arguments = options, training_args, phases, arguments
+        self.model_name = options.model_name_or_path
+
+    def inputs(self) -> dict[str, object]:
+        """The model's directory and the pair files."""
+        return self.options.paths()
+
+    def read(self, run: TrainingRun) -> None:
+        """The pairs of every split, the held-out ones with scores; the loss the training pairs call for; the pooling
+        named."""
+        options = self.options
+        splits = {"train": options.train_file, "validation": options.validation_file, "test": options.test_file}
+        limits = {"train": options.max_train_samples, "validation": options.max_eval_samples}
+        limits["test"] = options.max_predict_samples
+        pairs = {split: first(read_sentence_pairs(path), limits[split]) for split, path in splits.items() if path}
+        for split in ("validation", "test"):
+            if split in pairs and "score" not in pairs[split].column_names:
+                raise DataError(f"{splits[split]}: the {split} pairs need labels or scores (Spearman's correlation)")
+        self.pairs = pairs
+        self.loss_name = chosen_loss(pairs["train"], options.loss) if "train" in pairs else options.loss or LOSSES[0]
+        if options.pooling is not None and options.pooling not in POOLINGS:
+            raise UsageError(f"--pooling must be one of {', '.join(POOLINGS)}, not {options.pooling!r}")
+        self.phases = dataclasses.replace(self.phases, predict=self.phases.predict and "test" in pairs)
+        # the sampler's batches: `planned_steps` counts them as sentence-transformers' samplers do
+        self.train_examples = len(pairs["train"]) if self.phases.train else 0
+        if "train" in pairs:
+            self.description = f"{Path(options.train_file).name} (sentence pairs, {self.loss_name} loss)"
+        else:  # scoring only: the loss is only the evaluation's
+            self.description = f"{Path(options.validation_file).name} (sentence pairs)"
+
+    def build(self, run: TrainingRun, checkpoint: Path | None, finished: FinishedTraining | None) -> None:
+        """The encoder (the trained sentence-transformers model, its modules as saved, when the training is done)
+        and its loss."""
+        from sentence_transformers.sentence_transformer.losses import CoSENTLoss, MultipleNegativesRankingLoss
+
+        from ..pretrained import resolve_checkpoint
+
+        options = self.options
+        device = "cpu" if self.training_args.use_cpu else None
+        if finished is None:
+            model = resolve_checkpoint(options.model_name_or_path)
+            self.encoder = sentence_encoder(model, options.pooling, options.max_seq_length, device)
+        else:
+            self.encoder = sentence_encoder(str(finished.model), None, options.max_seq_length, device)
+        self.loss = (CoSENTLoss if self.loss_name == "cosent" else MultipleNegativesRankingLoss)(self.encoder)
+
+    def describe(self, run: TrainingRun, checkpoint: Path | None, finished: FinishedTraining | None) -> None:
+        """The pairs and the encoder's modules; the card's examples picked."""
+        if run.main_process:
+            counts = ", ".join(f"{len(data):,} {split}" for split, data in self.pairs.items())
+            logger.info(f"sentence vectors of {self.model_name} on {self.description}: {counts} pairs")
+            logger.info(f"encoder: {' -> '.join(type(module).__name__ for module in self.encoder)}")
+        pick_card_examples(self.encoder, self.pairs["validation"], self.training_args.seed)
+
+    def around_training(self, run: TrainingRun):
+        """sentence-transformers' trainer makes `eval/` in the output directory for its evaluator's files, which
+        `write_csv=False` leaves empty: a run that made it removes it when it is still empty."""
+        return removing_if_left_empty(Path(self.training_args.output_dir) / "eval", run.main_process)
+
+    def trainer(self, run: TrainingRun):
+        """sentence-transformers' trainer, with the loss and the validation pairs' evaluator."""
+        from sentence_transformers import SentenceTransformerTrainer
+
+        return run.trainer(
+            SentenceTransformerTrainer,
+            args=sentence_training_arguments(self.training_args, self.loss_name == "in-batch-negatives"),
+            model=self.encoder,
+            train_dataset=self.pairs.get("train"),
+            eval_dataset=self.pairs["validation"],
+            loss=self.loss,
+            evaluator=similarity_evaluator(self.pairs["validation"], "validation"),
+        )
+
+    def score(self, run: TrainingRun, training: Training) -> tuple[dict[str, float], list[str]]:
+        """Spearman's correlation on the validation pairs and on the test pairs."""
+        trainer, metrics, written = training.trainer, {}, []
+        if self.phases.evaluate:
+            evaluated = trainer.evaluate()
+            metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
+            timings = ("_runtime", "_per_second", "_preparation_time")  # differ from run to run
+            metrics = {name: value for name, value in metrics.items() if not name.endswith(timings)}
+            run.save_metrics(trainer, "eval", metrics)
+            written.append("eval_results.json")
+        if self.phases.predict:
+            scores = similarity_evaluator(self.pairs["test"], "test")(self.encoder)
+            test_metrics = {f"test_{name.removeprefix('test_')}": value for name, value in scores.items()}
+            run.save_metrics(trainer, "test", test_metrics)
+            metrics.update(test_metrics)
+            written.append("test_results.json")
+        if run.main_process and metrics:
+            shown = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items() if "spearman_cosine" in name)
+            logger.info(f"Spearman's correlation of cosine similarities: {shown}")
+        return metrics, written
+
+    def write_card(self, training: Training, metrics: dict) -> Path:
+        """sentence-transformers' card, written again now that it holds the scores."""
+        return write_card(training.trainer)
+
+
 def train_sentence_embedding(
     options: SentenceEmbeddingOptions,
     training_args: TrainingArguments,
@@ -153,100 +263,11 @@ def train_sentence_embedding(
 ) -> dict[str, float]:
     """Run the `phases` the module describes (train, score the validation pairs, score the test pairs) and return the
     held-out metrics (`eval_spearman_cosine`, `test_spearman_cosine`); without training, the model is scored as it is
-    given and nothing of it is written. Reruns and resuming follow the rules of every fine-tuning task (`train_phase`):
-    a training already finished (by an earlier run stopped while scoring, or in the checkpoint
+    given and nothing of it is written. Reruns and resuming follow the rules of every training command
+    (`TrainingRun.run`): a training already finished (by an earlier run stopped while scoring, or in the checkpoint
     `--resume_from_checkpoint` names) is not trained again, and a checkpoint past this run's steps is refused."""
-    from sentence_transformers import SentenceTransformerTrainer
-    from sentence_transformers.sentence_transformer.losses import CoSENTLoss, MultipleNegativesRankingLoss
-
-    from ..pretrained import resolve_checkpoint
-
-    if phases.train and options.train_file is None:
-        raise UsageError(
-            "--train_file is needed to train; to score the model as it is, pass --do_eval (or --do_predict with "
-            "--test_file) without --do_train"
-        )
-    run = TrainingRun.open("finetune sentence-embedding", arguments, training_args, options.paths(), overwrite)
-    if run.finished is not None and phases.train:
-        return run.nothing_to_do()
-    checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if phases.train else None
-    splits = {"train": options.train_file, "validation": options.validation_file, "test": options.test_file}
-    limits = {"train": options.max_train_samples, "validation": options.max_eval_samples}
-    limits["test"] = options.max_predict_samples
-    pairs = {split: first(read_sentence_pairs(path), limits[split]) for split, path in splits.items() if path}
-    for split in ("validation", "test"):
-        if split in pairs and "score" not in pairs[split].column_names:
-            raise DataError(f"{splits[split]}: the {split} pairs need labels or scores (Spearman's correlation)")
-    loss_name = chosen_loss(pairs["train"], options.loss) if "train" in pairs else options.loss or LOSSES[0]
-    if options.pooling is not None and options.pooling not in POOLINGS:
-        raise UsageError(f"--pooling must be one of {', '.join(POOLINGS)}, not {options.pooling!r}")
-    phases = dataclasses.replace(phases, predict=phases.predict and "test" in pairs)  # what the closing lines name
-    finished_training = None
-    if phases.train:  # the sampler's batches: `planned_steps` counts them as sentence-transformers' samplers do
-        finished_training = run.finished_training(checkpoint, planned_steps(training_args, len(pairs["train"]))[0])
-    device = "cpu" if training_args.use_cpu else None
-    if finished_training is None:
-        encoder = sentence_encoder(
-            resolve_checkpoint(options.model_name_or_path), options.pooling, options.max_seq_length, device
-        )
-    else:  # the trained sentence-transformers model, its modules as saved; nothing resumes
-        checkpoint = None
-        encoder = sentence_encoder(str(finished_training.model), None, options.max_seq_length, device)
-    loss = CoSENTLoss(encoder) if loss_name == "cosent" else MultipleNegativesRankingLoss(encoder)
-    run.begin(__version__)
-    if "train" in pairs:
-        description = f"{Path(options.train_file).name} (sentence pairs, {loss_name} loss)"
-    else:  # scoring only: the loss is only the evaluation's
-        description = f"{Path(options.validation_file).name} (sentence pairs)"
-    if run.main_process:
-        counts = ", ".join(f"{len(data):,} {split}" for split, data in pairs.items())
-        logger.info(f"sentence vectors of {options.model_name_or_path} on {description}: {counts} pairs")
-        logger.info(f"encoder: {' -> '.join(type(module).__name__ for module in encoder)}")
-    pick_card_examples(encoder, pairs["validation"], training_args.seed)
-    # sentence-transformers' trainer makes `eval/` in the output directory for its evaluator's files, which
-    # `write_csv=False` leaves empty: a run that made it removes it when it is still empty.
-    with removing_if_left_empty(Path(training_args.output_dir) / "eval", run.main_process):
-        trainer = run.trainer(
-            SentenceTransformerTrainer,
-            args=sentence_training_arguments(training_args, loss_name == "in-batch-negatives"),
-            model=encoder,
-            train_dataset=pairs.get("train"),
-            eval_dataset=pairs["validation"],
-            loss=loss,
-            evaluator=similarity_evaluator(pairs["validation"], "validation"),
-        )
-        written = []
-        if phases.train:
-            written = train_phase(
-                run, trainer, len(pairs["train"]), checkpoint, finished_training, phases, SENTENCE_MODEL_FILES
-            )
-        trained = phases.train and trainer.state.global_step > 0
-        metrics: dict[str, float] = {}
-        with run.after_training(trainer, written) if trained else contextlib.nullcontext():
-            if phases.evaluate:
-                evaluated = trainer.evaluate()
-                metrics = {name.replace("eval_validation_", "eval_"): value for name, value in evaluated.items()}
-                timings = ("_runtime", "_per_second", "_preparation_time")  # differ from run to run
-                metrics = {name: value for name, value in metrics.items() if not name.endswith(timings)}
-                run.save_metrics(trainer, "eval", metrics)
-                written.append("eval_results.json")
-            if phases.predict:
-                scores = similarity_evaluator(pairs["test"], "test")(encoder)
-                test_metrics = {f"test_{name.removeprefix('test_')}": value for name, value in scores.items()}
-                run.save_metrics(trainer, "test", test_metrics)
-                metrics.update(test_metrics)
-                written.append("test_results.json")
-            if run.main_process and metrics:
-                shown = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items() if "spearman_cosine" in name)
-                logger.info(f"Spearman's correlation of cosine similarities: {shown}")
-            if trained:  # sentence-transformers' card, written again now that it holds the scores
-                run.write_card(functools.partial(write_card, trainer))
-                written.append("model card (README.md)")
-                finished = {"command": run.command, "global_step": trainer.state.global_step, "metrics": metrics}
-                run.finish(finished, [*SENTENCE_MODEL_FILES, "README.md"])
-    if run.main_process:
-        report_end(options.model_name_or_path, description, trainer, phases, trained, written)
-    return metrics
+    steps = SentenceEmbedding(options, training_args, phases, arguments)
+    return TrainingRun.run(steps, training_args, overwrite)
 
 
 def write_card(trainer) -> Path:
@@ -256,4 +277,4 @@ def write_card(trainer) -> Path:
     return Path(trainer.args.output_dir) / "README.md"
 
 
-__all__ = ["LOSSES", "POOLINGS", "SentenceEmbeddingOptions", "train_sentence_embedding"]
+__all__ = ["LOSSES", "POOLINGS", "SentenceEmbedding", "SentenceEmbeddingOptions", "train_sentence_embedding"]

@@ -1,24 +1,25 @@
-"""The run every training command shares (`finetune` with each of its tasks, `pretrain`, the demo): its output
-directory and the rules for running it again, its record, the Trainer, Ctrl-C and resume, the final save, the model
-card and the finished marker, written once here. A command supplies what is its own: its data, its model, its
-metrics and predictions (a fine-tuning task: `tasks/`), and the order of its stages.
+"""The run every training command shares (`finetune` with each of its tasks, sentence embedding, `pretrain`, the
+demo): its output directory and the rules for running it again, its record, the Trainer, Ctrl-C and resume, the
+final save, the model card and the finished marker, and the order of it all, written once here (`TrainingRun.run`).
+A command supplies only what is its own, as `RunSteps` (`run_steps.py`): its data, its model, its metrics and
+predictions (a fine-tuning task: `tasks/`), its stages (`StageSteps`, performed by `TrainingRun.train_stage`).
 
-A command uses a `TrainingRun` in this order, so that a mistake stops it before anything is read or written:
+`TrainingRun.run(steps, ...)` works in this order, so that a mistake stops it before anything is read or written:
 
-1. `TrainingRun.open(...)` checks the output directory (`run_directory.py`): never an input; an earlier run of other
-   arguments is refused unless `overwrite`; the same arguments resume an interrupted run or find it finished
-   (`finished`, `nothing_to_do()`);
-2. the command reads and checks its data and builds its model;
-3. `begin()` replaces an earlier run's files (only those its record lists) and writes the run record;
-4. `trainer(...)` builds a Trainer that saves checkpoints the way a resumed run needs (after an epoch's evaluation),
-   lists them in the record, prints progress as lines and applies FSDP or DeepSpeed as configured;
-5. `train(trainer)` resumes from the last complete checkpoint (`resume_point`) and turns Ctrl-C into
-   `RunInterrupted`, saying where a rerun resumes; a training that an interrupted earlier run finished, or whose last
-   step the checkpoint `--resume_from_checkpoint` names holds, is not resumed (`finished_training`): its model is used
-   as it is;
-6. `save_model(trainer)`, `writing()`, `write_card(...)` and `finish(...)` write the outputs, each listed in the record,
-   the finished marker last; a pre-training stage has a marker of its own (`finished_stage`), and so has a finished
-   training phase (`finish_training`, `trained.json`), after which Ctrl-C says what is complete (`after_training`).
+1. the output directory is checked (`open`, `run_directory.py`): never an input; an earlier run of other arguments is
+   refused unless `overwrite`; the same arguments resume an interrupted run or find it finished (`nothing_to_do()`);
+2. the command reads and checks its data (`steps.read`); a training whose checkpoints go into the output directory
+   resumes from the last complete one (`resume_point`) unless it is already done (`finished_training`): a training
+   that an interrupted earlier run finished, or whose last step the checkpoint `--resume_from_checkpoint` names
+   holds, is not resumed, its model is used as it is; a checkpoint past the training's end is refused;
+3. the command builds its model (`steps.build`); `begin()` replaces an earlier run's files (only those its record
+   lists) and writes the run record; the command says what will happen (`steps.describe`);
+4. the Trainer (`trainer(...)`: checkpoints saved after an epoch's evaluation and listed in the record, progress as
+   lines, FSDP or DeepSpeed as configured) trains (`train_phase`: Ctrl-C becomes `RunInterrupted`, saying where a
+   rerun resumes), the model is saved and vouched for by `trained.json`; or each stage trains in its own directory
+   (`train_stage`), with a finished marker of its own;
+5. the command evaluates and predicts (`steps.score`), Ctrl-C then saying what is complete (`after_training`); the
+   model card and the finished marker are written last, each listed in the record; the closing lines, the upload.
 
 Messages go to the `hf_roformer` logger, on the main process only.
 """
@@ -30,8 +31,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformers import TrainingArguments
+from transformers import TrainerState, TrainingArguments
 
+from .. import __version__
 from ..utils.errors import OutputDirectoryError, RunInterrupted, UsageError
 from .checkpoints import (
     TRAINED,
@@ -49,6 +51,15 @@ from .distributed import prepare_distributed_training, save_full_model
 from .progress import show_progress_as_lines
 from .run_directory import RunDirectory, RunStart, begin_run_record, prepare_run_directory
 from .run_record import RUN_RECORD, ListCheckpoints, RunRecord
+from .run_steps import (
+    RunSteps,
+    StageSteps,
+    Training,
+    describe_finished_training,
+    describe_training,
+    metric_line,
+    planned_steps,
+)
 
 
 logger = logging.getLogger(__name__)
@@ -99,6 +110,46 @@ class TrainingRun:
                 training_args.output_dir, command, arguments, inputs, overwrite, training_args.process_index == 0
             )
         return cls(command, arguments, training_args, directory)
+
+    @classmethod
+    def run(cls, steps: RunSteps, training_args: TrainingArguments, overwrite: bool = False) -> dict[str, float]:
+        """Perform the command `steps` stands for, in the order of every training command (the module's), and return
+        its metrics. `overwrite` replaces an earlier run of other arguments in the output directory."""
+        run = cls.open(steps.command, steps.arguments, training_args, steps.inputs(), overwrite)
+        trains = steps.phases.train
+        if run.finished is not None and trains:
+            return run.nothing_to_do()
+        resumes = trains and steps.checkpoints_in_output_dir
+        checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if resumes else None
+        steps.read(run)
+        finished = None
+        if resumes:  # before the model: a training already done gives the weights, and nothing resumes
+            finished = run.finished_training(checkpoint, planned_steps(training_args, steps.train_examples)[0])
+            checkpoint = None if finished is not None else checkpoint
+        steps.build(run, checkpoint, finished)
+        run.begin(__version__)
+        steps.describe(run, checkpoint, finished)
+        with steps.around_training(run):
+            if steps.checkpoints_in_output_dir:
+                trainer = steps.trainer(run)
+                written = run.train_phase(steps, trainer, checkpoint, finished) if trains else []
+                training = Training(trainer, trains and trainer.state.global_step > 0, written)
+            else:
+                training = steps.train_stages(run)
+            stops_after_training = training.trained and training.written
+            guard = run.after_training(training.trainer, training.written) if stops_after_training else None
+            with guard or contextlib.nullcontext():
+                metrics, written = steps.score(run, training)
+                training.written += written
+                if training.trained:
+                    run.write_card(lambda: steps.write_card(training, metrics))
+                    training.written.append("model card (README.md)")
+                    run.finish(steps.finished_record(training, metrics), [*steps.model_files, "README.md"])
+        if run.main_process:
+            steps.report(run, training, metrics)
+        if training.trained:
+            steps.publish(run, training, metrics)
+        return metrics
 
     @property
     def finished(self) -> dict | None:
@@ -191,6 +242,8 @@ class TrainingRun:
         """`trainer_class(args=..., callbacks=..., **kwargs)` (args: the run's) set up for this run: checkpoints that
         fall on an epoch's end saved after its evaluation, each listed in the run record before it is written,
         progress printed as lines, FSDP and DeepSpeed applied as configured. Pass every argument by keyword."""
+        if self.main_process and self.record is None:  # its checkpoints would be missing from the run record
+            raise RuntimeError("TrainingRun.trainer() before begin(): a run's steps are performed by TrainingRun.run")
         callbacks = [*callbacks, SaveAfterEpochEnd(), ListCheckpoints(self.record)]  # after any that decides saves
         trainer = trainer_class(args=args or self.args, callbacks=callbacks, **kwargs)
         show_progress_as_lines(trainer)
@@ -201,6 +254,52 @@ class TrainingRun:
         """`trainer.train()` from `checkpoint` (None: from the start) and its result; Ctrl-C raises `RunInterrupted`
         naming the checkpoint a rerun of the same command resumes from."""
         return train_with_interruption(trainer, checkpoint, trainer.args.output_dir)
+
+    def train_phase(self, steps: RunSteps, trainer, checkpoint: Path | None, finished: FinishedTraining | None):
+        """Train (from `checkpoint`, None: the start) and write the model, tokenizer, training metrics and state, then
+        the training marker (`trained.json`) vouching for them and the saved `steps.model_files`; or, when the
+        training is already `finished` (by an earlier run of these arguments that stopped later, or in the checkpoint
+        `--resume_from_checkpoint` names), take its model and state without training a step. Returns the outputs, as
+        the closing line names them."""
+        outputs = ["model", "tokenizer", "train_results.json", "trainer_state.json"]
+        if finished is not None:
+            trainer.state = TrainerState.load_from_json(str(finished.state))
+            trainer.state.max_steps = finished.max_steps  # as the Trainer sets it when resuming
+            if self.main_process:
+                logger.info(describe_finished_training(finished, trainer.state.global_step, steps.phases))
+            if finished.outputs_whole:
+                return outputs
+            outputs.remove("train_results.json")  # the final checkpoint holds no training metrics
+        else:
+            if self.main_process:
+                for line in describe_training(trainer.args, steps.train_examples, checkpoint):
+                    logger.info(line)
+            result = self.train(trainer, checkpoint)
+            self.save_metrics(trainer, "train", result.metrics)
+        self.save_model(trainer)
+        with self.writing():
+            trainer.save_state()
+        if trainer.state.global_step > 0:
+            record = {"command": self.command, "global_step": trainer.state.global_step}
+            self.finish_training(record, [*steps.model_files, "train_results.json", "trainer_state.json"])
+        return outputs
+
+    def train_stage(self, stage: StageSteps):
+        """One stage trained in a directory of its own (`stage.directory`), in the order every stage shares: skipped
+        when its finished marker there holds (`stage.finished_earlier`); else its Trainer built, resumed from the
+        stage's last complete checkpoint, trained, evaluated, its outputs saved and its marker written last. Returns
+        what `stage.trained` (or `stage.finished_earlier`) gives."""
+        done = self.finished_stage(stage.directory)
+        if done is not None:
+            return stage.finished_earlier(done)
+        trainer = stage.trainer(self)
+        checkpoint = self.resume_point(stage.directory)
+        stage.describe(self, trainer, checkpoint)
+        self.train(trainer, checkpoint)
+        metrics = trainer.evaluate()
+        files = stage.save(self, trainer, metrics)
+        self.finish(stage.finished_record(metrics), files, stage.directory)
+        return stage.trained(self, trainer, metrics)
 
     @contextlib.contextmanager
     def writing(self, folder: str | os.PathLike | None = None):
@@ -291,15 +390,4 @@ def check_processes_train_together(training_args: TrainingArguments) -> None:
         )
 
 
-def metric_line(prefix: str, metrics: dict[str, float]) -> str:
-    """`eval: accuracy 0.8700, f1 0.8650, loss 0.3120` from the metrics of one evaluation."""
-    shown = {
-        name.removeprefix(prefix + "_"): value
-        for name, value in metrics.items()
-        if name.startswith(prefix + "_")
-        and not name.endswith(("_runtime", "_per_second", "epoch", "_preparation_time"))
-    }
-    return f"{prefix}: " + ", ".join(f"{name} {value:.4f}" for name, value in shown.items())
-
-
-__all__ = ["FinishedTraining", "TrainingRun", "check_processes_train_together", "metric_line"]
+__all__ = ["FinishedTraining", "TrainingRun", "check_processes_train_together"]

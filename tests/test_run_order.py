@@ -1,0 +1,146 @@
+"""Every training command's order is written once, in `TrainingRun.run` (and a stage's in `TrainingRun.train_stage`):
+no other module calls the steps that depend on their order, every command is `RunSteps` handed to the run, and the
+run calls a command's steps in the documented order, the run record written before the summary and the finished
+marker last."""
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from transformers import Trainer, TrainingArguments
+
+from hf_roformer.training.run_record import RUN_RECORD
+from hf_roformer.training.run_steps import RunSteps, Training
+from hf_roformer.training.training_run import TrainingRun
+
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_MODULE = ROOT / "hf_roformer" / "training" / "training_run.py"
+# The run's steps whose place in the order matters: only the run calls them.
+ORDERED_STEPS = ("nothing_to_do", "begin", "finish", "finish_training", "train_phase", "after_training")
+
+
+def calls_of(names: tuple[str, ...]) -> dict[str, list[str]]:
+    """Where the library calls a method of one of `names` (`x.name(...)`), as `path:line` per name."""
+    found: dict[str, list[str]] = {name: [] for name in names}
+    for path in sorted((ROOT / "hf_roformer").rglob("*.py")):
+        if path.is_symlink():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            name = node.func.attr
+            if name == "open":  # the run's own `TrainingRun.open`, not a file's
+                receiver = node.func.value
+                name = f"{receiver.id}.open" if isinstance(receiver, ast.Name) else name
+            if name in names:
+                found[name].append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_only_the_run_calls_the_steps_whose_order_matters():
+    outside = {
+        name: [place for place in places if not place.startswith("hf_roformer/training/training_run.py")]
+        for name, places in calls_of(ORDERED_STEPS).items()
+    }
+    assert {name: places for name, places in outside.items() if places} == {}
+    inside = calls_of(("begin", "TrainingRun.open", "cls.open"))
+    assert inside["TrainingRun.open"] == [] and len(inside["cls.open"]) == 1, inside  # opened by `TrainingRun.run`
+    assert len(inside["begin"]) == 1, inside  # one run order
+
+
+def test_every_training_command_is_steps_handed_to_the_run():
+    from hf_roformer.training.finetune import FineTuning
+    from hf_roformer.training.pretrain import Pretraining, PretrainingStage
+    from hf_roformer.training.run_steps import StageSteps
+    from hf_roformer.training.sentence_embedding import SentenceEmbedding
+
+    assert all(issubclass(steps, RunSteps) for steps in (FineTuning, Pretraining, SentenceEmbedding))
+    assert issubclass(PretrainingStage, StageSteps)
+    for module in ("finetune", "pretrain", "sentence_embedding"):
+        source = (ROOT / "hf_roformer" / "training" / f"{module}.py").read_text(encoding="utf-8")
+        assert "TrainingRun.run(" in source, module
+
+
+class RecordedSteps(RunSteps):
+    """Steps that record the order the run calls them in, and what the output directory holds at each; no training
+    (its one stage trains nothing, and says whether a step was trained)."""
+
+    command = "test steps"
+    checkpoints_in_output_dir = False  # its "training" is a stage of its own, so no Trainer is needed
+
+    def __init__(self, output_dir: Path, trains: bool):
+        self.output_dir, self.calls, self.arguments = output_dir, [], {"trains": trains}
+        self.trains = trains
+
+    def note(self, step: str) -> None:
+        self.calls.append((step, (self.output_dir / RUN_RECORD).exists()))
+
+    def inputs(self):
+        self.note("inputs")
+        return {}
+
+    def read(self, run):
+        self.note("read")
+
+    def build(self, run, checkpoint, finished):
+        self.note("build")
+
+    def describe(self, run, checkpoint, finished):
+        self.note("describe")
+
+    def train_stages(self, run):
+        self.note("train")
+        return Training(None, trained=self.trains)
+
+    def score(self, run, training):
+        self.note("score")
+        return {"eval_score": 1.0}, ["scores.json"]
+
+    def write_card(self, training, metrics):
+        self.note("write_card")
+        path = self.output_dir / "README.md"
+        path.write_text("card")
+        return path
+
+    def finished_record(self, training, metrics):
+        self.note("finished_record")
+        return {"command": self.command, "metrics": metrics}
+
+    def report(self, run, training, metrics):
+        self.note("report")
+
+    def publish(self, run, training, metrics):
+        self.note("publish")
+
+
+@pytest.mark.parametrize("trains", [True, False])
+def test_the_run_calls_a_commands_steps_in_its_order(tmp_path, trains):
+    output = tmp_path / "out"
+    args = TrainingArguments(output_dir=str(output), use_cpu=True, report_to="none")
+    steps = RecordedSteps(output, trains)
+    metrics = TrainingRun.run(steps, args)
+    assert metrics == {"eval_score": 1.0}
+    order = [step for step, _ in steps.calls]
+    trained = ["write_card", "finished_record"] if trains else []
+    assert order == ["inputs", "read", "build", "describe", "train", "score", *trained, "report",
+                     *(["publish"] if trains else [])]  # fmt: skip
+    record_written = dict(steps.calls)
+    assert not record_written["build"] and record_written["describe"]  # nothing written before the model is built
+    finished = output / "finished.json"
+    assert finished.exists() == trains
+    if trains:
+        assert json.loads(finished.read_text())["metrics"] == {"eval_score": 1.0}
+        # The same command again finds the run finished: nothing is read, built or trained.
+        again = RecordedSteps(output, trains)
+        assert TrainingRun.run(again, args) == {"eval_score": 1.0}
+        assert [step for step, _ in again.calls] == ["inputs"]
+
+
+def test_a_trainer_built_before_the_run_record_is_refused(tmp_path):
+    output = tmp_path / "out"
+    args = TrainingArguments(output_dir=str(output), use_cpu=True, report_to="none")
+    run = TrainingRun.open("test steps", {}, args, {})
+    with pytest.raises(RuntimeError, match="before begin"):
+        run.trainer(Trainer, model=None)
