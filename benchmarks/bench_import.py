@@ -35,7 +35,7 @@ STATEMENTS = {
     "import hf_roformer, torch, transformers": "import hf_roformer, torch, transformers",
     "import hf_roformer; from transformers import AutoModel": "import hf_roformer; from transformers import AutoModel",
     "from transformers import AutoModel (transformers alone)": "import torch; from transformers import AutoModel",
-    "import hf_roformer.training.finetune": "import hf_roformer.training.finetune",
+    "import hf_roformer.training.run.finetune": "import hf_roformer.training.run.finetune",
 }
 
 

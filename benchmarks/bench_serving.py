@@ -54,8 +54,9 @@ def benchmark_texts(count: int, long_documents: int, seed: int = 0) -> list[str]
     lines = [(data / "sentiment" / name).read_text(encoding="utf-8").splitlines() for name in ("neg.txt", "pos.txt")]
     reviews = [line.strip() for line in lines[0] + lines[1] if line.strip()]
     texts = generator.sample(reviews, count - long_documents)
-    # `word/tag` items, compounds bracketed (`[中央/n 人民/n]nt`): the running text, as hf_roformer.training.corpus
-    # reads it (not imported here: the training extra, `datasets`, is not in the serving environment).
+    # `word/tag` items, compounds bracketed (`[中央/n 人民/n]nt`): the running text, as
+    # hf_roformer.training.tasks.pretraining.corpus reads it (not imported here: the training extra, `datasets`, is
+    # not in the serving environment).
     tagged = (data / "tag" / "199801.txt").read_text(encoding="utf-8").splitlines()
     paragraphs = ["".join(re.sub(r"^\[?(.+?)/[A-Za-z]+\]?[A-Za-z]*$", r"\1", item) for item in line.split())
                   for line in tagged if line.strip()]  # fmt: skip

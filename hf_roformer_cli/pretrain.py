@@ -1,5 +1,5 @@
 """`hf-roformer pretrain mlm`: masked-LM pre-training in stages with the Trainer
-(`hf_roformer.training.pretrain.run_pretraining`)."""
+(`hf_roformer.training.tasks.pretraining.task.run_pretraining`)."""
 
 import argparse
 
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     if given:
         raise UsageError(f"{', '.join(given)}: each stage sets its length, batch size and steps; give them in --stages")
     require_extra(EXTRA, f"`{prog}`")
-    from hf_roformer.training.pretrain import PretrainOptions, run_pretraining
+    from hf_roformer.training.tasks.pretraining.task import PretrainOptions, run_pretraining
 
     from .smoke import smoke_run
 

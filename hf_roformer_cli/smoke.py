@@ -8,7 +8,7 @@ import os
 
 def smoke_run() -> bool:
     """Whether `HF_ROFORMER_SMOKE` asks for a smoke run (any value but empty, 0, false, no)."""
-    from hf_roformer.training.smoke import SMOKE_VARIABLE
+    from hf_roformer.training.run.smoke import SMOKE_VARIABLE
 
     return os.environ.get(SMOKE_VARIABLE, "").strip().lower() not in ("", "0", "false", "no")
 

@@ -59,7 +59,7 @@ def fine_tuning_data(directory: Path) -> None:
 
 def pre_training_corpus(directory: Path) -> None:
     """corpus.txt: 200 People's Daily documents, one per line."""
-    from hf_roformer.training.corpus import peoples_daily_documents
+    from hf_roformer.training.tasks.pretraining.corpus import peoples_daily_documents
 
     (directory / "corpus.txt").write_text("\n".join(peoples_daily_documents()[:200]) + "\n", encoding="utf-8")
 

@@ -1,4 +1,4 @@
-"""Batches that cost their real tokens (`hf_roformer/training/batching.py`): a training batch split into passes within
+"""Batches that cost their real tokens (`training/run/batching.py`): a training batch split into passes within
 a token budget trains as the whole batch does, every example is seen once per epoch, and length-sorted evaluation
 gives the metrics and predictions of the data's order."""
 
@@ -11,7 +11,7 @@ from datasets import Dataset
 from transformers import TrainingArguments
 
 import hf_roformer
-from hf_roformer.training.batching import LengthAwareTrainer, passes_by_length, split_by_token_budget
+from hf_roformer.training.run.batching import LengthAwareTrainer, passes_by_length, split_by_token_budget
 
 
 pytestmark = pytest.mark.releases("training.batching")  # see setup.cfg

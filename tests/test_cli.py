@@ -100,7 +100,7 @@ def test_help_describes_the_command_and_shows_true_defaults(capsys):
     for shown in ("passes over the training data (default: 3.0)", "(default: 512)", "(default: epoch)"):
         assert shown in " ".join(text.split()), shown
     assert 'pip install "hf_roformer[training]"' in text
-    from hf_roformer.training.finetune import DEFAULT_TOKEN_BUDGET
+    from hf_roformer.training.run.finetune import DEFAULT_TOKEN_BUDGET
 
     assert f"0: whole batches (default: {DEFAULT_TOKEN_BUDGET})" in " ".join(text.split())
 

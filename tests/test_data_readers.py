@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hf_roformer.training.data import GLUE_TASKS, DataError, read_cail_split, read_glue
-from hf_roformer.training.text_files import read_text_classification
+from hf_roformer.training.tasks.cail.files import read_cail_split
+from hf_roformer.training.tasks.glue.files import GLUE_TASKS, read_glue
+from hf_roformer.training.tasks.text_classification.files import read_text_classification
+from hf_roformer.utils.errors import DataError
 
 
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
@@ -296,7 +298,7 @@ def test_json_labels_of_one_type_each_are_read(tmp_path):
 def test_blank_lines_between_tsv_records_are_counted_for_the_summary(tmp_path):
     """GLUE's reader skips a blank line between records (a TSV file holds one record a line); the run summary counts
     it, naming the file and lines. Blank lines at the end, and in other formats, are not worth a word."""
-    from hf_roformer.training.data import describe_blank_lines
+    from hf_roformer.training.run.file_formats import describe_blank_lines
 
     lines = [MRPC_HEADER, "1\t1\t2\tgood\tfine", "", "0\t3\t4\tbad\tworse", "", "", "1\t5\t6\tok\tfine"]
     data = write_mrpc(tmp_path, "\n".join(lines) + "\n\n\n")

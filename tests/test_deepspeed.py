@@ -25,7 +25,7 @@ from test_fsdp import (  # noqa: F401 (fixtures)
 
 import hf_roformer
 import hf_roformer_cli
-from hf_roformer.training.engine_checkpoints import engine_checkpoint_problem
+from hf_roformer.training.run.engine_checkpoints import engine_checkpoint_problem
 
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (pip install 'hf_roformer[distributed]')")

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from hf_roformer.training.engine_checkpoints import engine_checkpoint_problem, holds_engine_state
+from hf_roformer.training.run.engine_checkpoints import engine_checkpoint_problem, holds_engine_state
 
 
 pytestmark = pytest.mark.releases("training.distributed")  # see setup.cfg

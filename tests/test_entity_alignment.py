@@ -9,10 +9,16 @@ from transformers import AutoTokenizer
 
 import hf_roformer
 from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
-from hf_roformer.training.entity_alignment import gather, plan_windows, predicted_spans, token_labels, tokenized
-from hf_roformer.training.entity_metrics import entity_scores, span_set_scores
-from hf_roformer.training.entity_tags import IOB2, Span, iob2_labels, spans_to_tags, tags_to_spans
-from hf_roformer.training.peoples_daily_entities import peoples_daily_paragraphs
+from hf_roformer.training.tasks.token_classification.alignment import (
+    gather,
+    plan_windows,
+    predicted_spans,
+    token_labels,
+    tokenized,
+)
+from hf_roformer.training.tasks.token_classification.metrics import entity_scores, span_set_scores
+from hf_roformer.training.tasks.token_classification.peoples_daily import peoples_daily_paragraphs
+from hf_roformer.training.tasks.token_classification.tags import IOB2, Span, iob2_labels, spans_to_tags, tags_to_spans
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -67,8 +73,8 @@ def test_windows_keep_every_token_once_and_one_window_is_the_single_pass(length)
 
 
 def test_a_paragraph_that_fits_is_encoded_as_the_tokenizer_encodes_it():
-    from hf_roformer.training.entity_files import CONLL, EntityFile, Sentence
-    from hf_roformer.training.tasks.token_classification import EntityInputs, paragraphs_of
+    from hf_roformer.training.tasks.token_classification.files import CONLL, EntityFile, Sentence
+    from hf_roformer.training.tasks.token_classification.task import EntityInputs, paragraphs_of
 
     tokenizer = AutoTokenizer.from_pretrained(hf_roformer.pretrained_checkpoint())
     text = "国家主席江泽民在北京会见了新华社记者。"

@@ -5,8 +5,15 @@ import json
 
 import pytest
 
-from hf_roformer.training.entity_files import CLUENER, CONLL, JSON_LINES, read_entity_file
-from hf_roformer.training.entity_tags import BIOES, IOB2, Span, TagError, spans_to_tags, tags_to_spans
+from hf_roformer.training.tasks.token_classification.files import CLUENER, CONLL, JSON_LINES, read_entity_file
+from hf_roformer.training.tasks.token_classification.tags import (
+    BIOES,
+    IOB2,
+    Span,
+    TagError,
+    spans_to_tags,
+    tags_to_spans,
+)
 from hf_roformer.utils.errors import DataError
 
 

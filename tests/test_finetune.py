@@ -16,12 +16,12 @@ import torch
 
 import hf_roformer
 import hf_roformer_cli
-from hf_roformer.training.data import GLUE_TASKS, DataError
-from hf_roformer.training.finetune import describe_head
-from hf_roformer.training.metrics import glue_metrics, triplet_accuracy
-from hf_roformer.training.tasks.multiple_choice import multiple_choice_head
-from hf_roformer.training.tasks.question_answering import question_answering_head
-from hf_roformer.utils.errors import UsageError
+from hf_roformer.training.run.finetune import describe_head
+from hf_roformer.training.tasks.classification_metrics import glue_metrics, triplet_accuracy
+from hf_roformer.training.tasks.glue.files import GLUE_TASKS
+from hf_roformer.training.tasks.multiple_choice.task import multiple_choice_head
+from hf_roformer.training.tasks.question_answering.task import question_answering_head
+from hf_roformer.utils.errors import DataError, UsageError
 
 
 pytestmark = pytest.mark.releases("training.training_run")  # see setup.cfg
@@ -274,7 +274,7 @@ def test_run_glue_names_and_the_short_aliases_mean_the_same():
 
 
 def test_card_links_only_hub_bases():
-    from hf_roformer.training.cards import describe_base, hub_base_model
+    from hf_roformer.training.run.cards import describe_base, hub_base_model
 
     assert hub_base_model("junnyu/roformer_chinese_base") == "junnyu/roformer_chinese_base"
     assert hub_base_model("shipped:roformer-zh-char-small") is None

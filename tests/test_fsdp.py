@@ -17,9 +17,9 @@ from test_finetune import make_glue, tiny_checkpoint  # noqa: F401 (a fixture)
 
 import hf_roformer
 import hf_roformer_cli
-from hf_roformer.training.corpus import char_vocabulary, peoples_daily_documents
-from hf_roformer.training.engine_checkpoints import engine_checkpoint_problem
-from hf_roformer.training.fsdp_groups import tied_module_groups
+from hf_roformer.training.run.engine_checkpoints import engine_checkpoint_problem
+from hf_roformer.training.run.fsdp_groups import tied_module_groups
+from hf_roformer.training.tasks.pretraining.corpus import char_vocabulary, peoples_daily_documents
 
 
 pytestmark = [
@@ -244,8 +244,8 @@ from accelerate import Accelerator
 from accelerate.utils import FullyShardedDataParallelPlugin
 sys.path.insert(0, sys.argv[1])
 from test_fsdp import HEADS, LAYOUTS, head_model
-from hf_roformer.training.distributed import switch_to_fsdp
-from hf_roformer.training.fsdp_groups import shard_with_tied_groups, tied_module_groups
+from hf_roformer.training.run.distributed import switch_to_fsdp
+from hf_roformer.training.run.fsdp_groups import shard_with_tied_groups, tied_module_groups
 
 # an output of a sharded module that is a view: FSDP2 warns that an in-place op on it would skip its hooks
 warnings.filterwarnings("error", message="FSDP2-wrapped module .* returned a view tensor")

@@ -16,9 +16,9 @@ from transformers import AutoTokenizer
 
 import hf_roformer
 import hf_roformer_cli
-from hf_roformer.training.choice_files import read_multiple_choice_file
-from hf_roformer.training.finetune import configure_new_head
-from hf_roformer.training.tasks.multiple_choice import (
+from hf_roformer.training.run.finetune import configure_new_head
+from hf_roformer.training.tasks.multiple_choice.files import read_multiple_choice_file
+from hf_roformer.training.tasks.multiple_choice.task import (
     ChoiceCollator,
     ChoiceInputs,
     choice_labels,

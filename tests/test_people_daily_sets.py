@@ -15,7 +15,7 @@ from hf_roformer.apps.people_daily_sets import (
     tagged_words,
     write_same_paragraph_pairs,
 )
-from hf_roformer.training.sentence_pairs import read_sentence_pairs
+from hf_roformer.training.tasks.sentence_embedding.files import read_sentence_pairs
 
 
 LINES = [

@@ -12,7 +12,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import hf_roformer
-from hf_roformer.training.corpus import peoples_daily_documents, split_documents
+from hf_roformer.training.tasks.pretraining.corpus import peoples_daily_documents, split_documents
 
 
 pytestmark = pytest.mark.releases("remote_code.saving_hf_roformer")  # see setup.cfg

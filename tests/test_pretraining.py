@@ -12,22 +12,22 @@ from test_fsdp import corpus, pretrain_arguments  # noqa: F401 (a fixture)
 
 import hf_roformer_cli
 from hf_roformer.remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
-from hf_roformer.training.corpus import (
+from hf_roformer.training.tasks.pretraining.corpus import (
     char_vocabulary,
     peoples_daily_documents,
     read_documents,
     split_documents,
     strip_pos_tags,
 )
-from hf_roformer.training.data import DataError
-from hf_roformer.training.packing import encode_documents, pack_documents
-from hf_roformer.training.pretrain import evaluate_mlm, parse_stages, stage_directory
-from hf_roformer.training.whole_word_masking import (
+from hf_roformer.training.tasks.pretraining.packing import encode_documents, pack_documents
+from hf_roformer.training.tasks.pretraining.task import evaluate_mlm, parse_stages, stage_directory
+from hf_roformer.training.tasks.pretraining.whole_word_masking import (
     IGNORE_INDEX,
     ChineseWholeWordMaskCollator,
     jieba_word_spans,
     token_word_ids,
 )
+from hf_roformer.utils.errors import DataError
 
 
 @pytest.fixture(scope="module")

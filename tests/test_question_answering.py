@@ -14,7 +14,7 @@ from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 import hf_roformer
 import hf_roformer_cli
 from hf_roformer.apps.question_answering import answer_question
-from hf_roformer.training.qa_metrics import (
+from hf_roformer.training.tasks.question_answering.metrics import (
     cmrc_exact,
     cmrc_f1,
     cmrc_segments,
@@ -22,8 +22,8 @@ from hf_roformer.training.qa_metrics import (
     squad_exact,
     squad_f1,
 )
-from hf_roformer.training.qa_predictions import best_answers
-from hf_roformer.training.tasks.question_answering import QuestionInputs
+from hf_roformer.training.tasks.question_answering.predictions import best_answers
+from hf_roformer.training.tasks.question_answering.task import QuestionInputs
 from hf_roformer.utils.errors import DataError
 
 

@@ -19,8 +19,8 @@ from test_finetune import tiny_checkpoint  # noqa: F401 (a fixture)
 from test_fsdp import corpus, pretrain_arguments  # noqa: F401 (a fixture)
 
 import hf_roformer_cli
-from hf_roformer.training.pretrain import parse_stages, stage_directory
-from hf_roformer.training.run_record import RUN_RECORD
+from hf_roformer.training.run.run_record import RUN_RECORD
+from hf_roformer.training.tasks.pretraining.task import parse_stages, stage_directory
 
 
 def put_user_files(output: Path) -> dict[str, str]:

@@ -23,9 +23,9 @@ from transformers.testing_utils import CaptureLogger
 
 import hf_roformer
 import hf_roformer_cli
-from hf_roformer.training import checkpoints
-from hf_roformer.training.checkpoints import checkpoint_problem, last_complete_checkpoint
-from hf_roformer.training.corpus import peoples_daily_documents
+from hf_roformer.training.run import checkpoints
+from hf_roformer.training.run.checkpoints import checkpoint_problem, last_complete_checkpoint
+from hf_roformer.training.tasks.pretraining.corpus import peoples_daily_documents
 
 
 pytestmark = pytest.mark.releases("training.checkpoints", "training.training_run")  # see setup.cfg
@@ -266,7 +266,7 @@ def test_killed_pre_training_resumes_to_the_uninterrupted_result(tmp_path, monke
 
 def test_pre_training_evaluation_keeps_every_block(tmp_path):
     """`dataloader_drop_last` (full training batches) does not cut evaluation: 18 blocks at batch 32 are all used."""
-    from hf_roformer.training.pretrain import PretrainingTrainer
+    from hf_roformer.training.tasks.pretraining.task import PretrainingTrainer
 
     model = hf_roformer.HfRoFormerForMaskedLM(
         hf_roformer.HfRoFormerConfig(

@@ -4,19 +4,21 @@ run calls a command's steps in the documented order, the run record written befo
 marker last."""
 
 import ast
+import importlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from transformers import Trainer, TrainingArguments
 
-from hf_roformer.training.run_record import RUN_RECORD
-from hf_roformer.training.run_steps import RunSteps, Training
-from hf_roformer.training.training_run import TrainingRun
+from hf_roformer.training.run.run_record import RUN_RECORD
+from hf_roformer.training.run.run_steps import RunSteps, Training
+from hf_roformer.training.run.training_run import TrainingRun
 
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_MODULE = ROOT / "hf_roformer" / "training" / "training_run.py"
 # The run's steps whose place in the order matters: only the run calls them.
 ORDERED_STEPS = ("nothing_to_do", "begin", "finish", "finish_training", "train_phase", "after_training")
 
@@ -41,7 +43,7 @@ def calls_of(names: tuple[str, ...]) -> dict[str, list[str]]:
 
 def test_only_the_run_calls_the_steps_whose_order_matters():
     outside = {
-        name: [place for place in places if not place.startswith("hf_roformer/training/training_run.py")]
+        name: [place for place in places if not place.startswith("hf_roformer/training/run/training_run.py")]
         for name, places in calls_of(ORDERED_STEPS).items()
     }
     assert {name: places for name, places in outside.items() if places} == {}
@@ -51,14 +53,14 @@ def test_only_the_run_calls_the_steps_whose_order_matters():
 
 
 def test_every_training_command_is_steps_handed_to_the_run():
-    from hf_roformer.training.finetune import FineTuning
-    from hf_roformer.training.pretrain import Pretraining, PretrainingStage
-    from hf_roformer.training.run_steps import StageSteps
-    from hf_roformer.training.sentence_embedding import SentenceEmbedding
+    from hf_roformer.training.run.finetune import FineTuning
+    from hf_roformer.training.run.run_steps import StageSteps
+    from hf_roformer.training.tasks.pretraining.task import Pretraining, PretrainingStage
+    from hf_roformer.training.tasks.sentence_embedding.task import SentenceEmbedding
 
     assert all(issubclass(steps, RunSteps) for steps in (FineTuning, Pretraining, SentenceEmbedding))
     assert issubclass(PretrainingStage, StageSteps)
-    for module in ("finetune", "pretrain", "sentence_embedding"):
+    for module in ("run/finetune", "tasks/pretraining/task", "tasks/sentence_embedding/task"):
         source = (ROOT / "hf_roformer" / "training" / f"{module}.py").read_text(encoding="utf-8")
         assert "TrainingRun.run(" in source, module
 
@@ -144,3 +146,97 @@ def test_a_trainer_built_before_the_run_record_is_refused(tmp_path):
     run = TrainingRun.open("test steps", {}, args, {})
     with pytest.raises(RuntimeError, match="before begin"):
         run.trainer(Trainer, model=None)
+
+
+# -- every task one package, declared to the command line --------------------------------------------------------------
+
+TASKS = ROOT / "hf_roformer" / "training" / "tasks"
+WITHOUT_TORCH = """
+import sys
+from hf_roformer.training.tasks import task_declarations
+declarations = task_declarations()
+import hf_roformer_cli
+hf_roformer_cli.build_parser()
+print(len(declarations), sorted(name for name in ("torch", "transformers", "datasets") if name in sys.modules))
+"""
+
+
+def test_every_task_is_a_package_declaring_its_reader_options_defaults_and_loader():
+    from hf_roformer.training.run.command_options import TaskDeclaration
+    from hf_roformer.training.tasks import FINE_TUNING_TASKS, task_declarations
+
+    declarations = task_declarations()
+    assert [declaration.name for declaration in declarations] == [
+        "glue", "text-classification", "cail2019-scm", "token-classification", "question-answering",
+        "multiple-choice", "sentence-embedding",
+    ]  # fmt: skip
+    for package, declaration in zip(FINE_TUNING_TASKS, declarations, strict=True):
+        assert isinstance(declaration, TaskDeclaration), package
+        folder = TASKS / package
+        assert {"__init__.py", "files.py", "task.py", "options.py"} <= {path.name for path in folder.glob("*.py")}
+        reader = ast.parse((folder / "files.py").read_text(encoding="utf-8"))
+        functions = [node.name for node in reader.body if isinstance(node, ast.FunctionDef)]
+        readers = [name for name in functions if name.startswith("read")]
+        assert readers, f"{package}/files.py defines no reader"
+        assert declaration.options and declaration.summary and declaration.usage, package
+        assert {"num_train_epochs", "learning_rate", "per_device_train_batch_size"} <= set(declaration.defaults)
+        module, _, function = declaration.loader.partition(":")
+        assert module == f"hf_roformer.training.tasks.{package}.options" and function, declaration.loader
+        assert callable(getattr(importlib.import_module(module), function)), declaration.loader
+
+
+def declared_value(declared) -> tuple[str, object]:
+    """A value for a declared option, as typed and as parsed."""
+    if declared.flag:
+        return "true", True
+    if declared.choices:
+        return declared.choices[-1], declared.choices[-1]
+    if declared.type in ("int", "positive_int", "non_negative_int"):
+        return "3", 3
+    if declared.type == "float":
+        return "0.5", 0.5
+    return "some/value", "some/value"
+
+
+def test_the_command_line_offers_each_declared_task_with_its_declared_options():
+    import hf_roformer_cli
+    from hf_roformer.training.tasks import task_declarations
+
+    parser = hf_roformer_cli.build_parser()
+    for declaration in task_declarations():
+        required = [f"--{declared.name}={declared_value(declared)[0]}" for declared in declaration.options
+                    if declared.required]  # fmt: skip
+        if declaration.runs == "fine_tune":
+            required.append("--model_name_or_path=model")
+        for declared in declaration.options:
+            typed, parsed = declared_value(declared)
+            dashed = f"--{declared.name.replace('_', '-')}"
+            argv = ["finetune", declaration.name, "--output_dir=out", *required, dashed, typed]
+            args, passed_through = parser.parse_known_args(argv)
+            assert getattr(args, declared.name) == parsed and passed_through == [], (declaration.name, declared.name)
+            assert args._declaration is declaration
+
+
+def test_the_glue_names_the_command_line_offers_are_the_readers():
+    from hf_roformer.training.tasks.glue.files import GLUE_TASKS
+    from hf_roformer.training.tasks.glue.options import GLUE_TASK_NAMES
+
+    assert set(GLUE_TASK_NAMES) == set(GLUE_TASKS)
+
+
+def test_the_declarations_import_neither_torch_nor_datasets():
+    result = subprocess.run([sys.executable, "-c", WITHOUT_TORCH], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split(maxsplit=1) == ["7", "[]\n"], result.stdout
+
+
+def test_the_run_never_imports_a_task():
+    from test_layout import import_graph
+
+    upward = {
+        name: sorted(target for target in targets if target.startswith("hf_roformer.training.tasks"))
+        for name, targets in import_graph().items()
+        if name.startswith("hf_roformer.training.run")
+    }
+    assert {name: targets for name, targets in upward.items() if targets} == {}

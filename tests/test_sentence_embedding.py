@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 
 import hf_roformer
 import hf_roformer_cli
-from hf_roformer.training.sentence_pairs import read_sentence_pairs
+from hf_roformer.training.tasks.sentence_embedding.files import read_sentence_pairs
 from hf_roformer.utils.errors import DataError, UsageError
 
 

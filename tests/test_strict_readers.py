@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from hf_roformer.training.choice_files import read_multiple_choice_file
-from hf_roformer.training.data import GLUE_TASKS, read_cail_split, read_glue
-from hf_roformer.training.entity_alignment import tokenized
-from hf_roformer.training.entity_files import read_entity_file
-from hf_roformer.training.qa_files import read_question_answering_file
-from hf_roformer.training.sentence_pairs import read_sentence_pairs
-from hf_roformer.training.tasks.base import SampleLimits
-from hf_roformer.training.tasks.question_answering import QuestionFiles, question_answering_task_data
-from hf_roformer.training.tasks.token_classification import check_every_entity_has_a_token, paragraphs_of
-from hf_roformer.training.text_files import read_text_classification
+from hf_roformer.training.run.fine_tuning_task import SampleLimits
+from hf_roformer.training.tasks.cail.files import read_cail_split
+from hf_roformer.training.tasks.glue.files import GLUE_TASKS, read_glue
+from hf_roformer.training.tasks.multiple_choice.files import read_multiple_choice_file
+from hf_roformer.training.tasks.question_answering.files import read_question_answering_file
+from hf_roformer.training.tasks.question_answering.task import QuestionFiles, question_answering_task_data
+from hf_roformer.training.tasks.sentence_embedding.files import read_sentence_pairs
+from hf_roformer.training.tasks.text_classification.files import read_text_classification
+from hf_roformer.training.tasks.token_classification.alignment import tokenized
+from hf_roformer.training.tasks.token_classification.files import read_entity_file
+from hf_roformer.training.tasks.token_classification.task import check_every_entity_has_a_token, paragraphs_of
 from hf_roformer.utils.errors import DataError
 
 

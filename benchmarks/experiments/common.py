@@ -20,7 +20,7 @@ FIGURES = ROOT / "docs" / "experiments"
 sys.path.insert(0, str(ROOT))
 
 import hf_roformer_cli  # noqa: E402
-from hf_roformer.training.pretrain import parse_stages, stage_directory  # noqa: E402
+from hf_roformer.training.tasks.pretraining.task import parse_stages, stage_directory  # noqa: E402
 
 
 SEED = 0

@@ -17,8 +17,8 @@ import torch
 from common import RESULTS, SEED, run
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-from hf_roformer.training.corpus import peoples_daily_documents, split_documents
-from hf_roformer.training.pretrain import evaluate_mlm
+from hf_roformer.training.tasks.pretraining.corpus import peoples_daily_documents, split_documents
+from hf_roformer.training.tasks.pretraining.task import evaluate_mlm
 
 
 LENGTHS = [128, 256, 512, 1024, 2048]

@@ -27,11 +27,12 @@ from transformers import AutoModelForSequenceClassification, Trainer, TrainingAr
 from ..pretrained import SHIPPED_PREFIX, SMALL_CHINESE_CHAR, pretrained_checkpoint
 from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
 from ..remote_code.tokenization_hf_roformer import HfRoFormerTokenizer
-from ..training import finetune, run_steps
-from ..training.finetune import ModelOptions, Phases, fine_tune
-from ..training.metrics import glue_metrics
-from ..training.smoke import announce_smoke_run
-from ..training.tasks import SentenceInputs, Task, classification_head
+from ..training.run import finetune, run_steps
+from ..training.run.fine_tuning_task import Task
+from ..training.run.finetune import ModelOptions, Phases, fine_tune
+from ..training.run.smoke import announce_smoke_run
+from ..training.tasks.classification_metrics import glue_metrics
+from ..training.tasks.sequence_classification import SentenceInputs, classification_head
 from ..utils.logs import info_lines_off
 
 
@@ -110,7 +111,7 @@ def run_demo(
 
     `checkpoint` (default: the shipped one) gives the tokenizer, the architecture (its first `layers` layers; None:
     all) and, unless `from_scratch`, the initial weights. The files an earlier demo wrote in `output_dir` are
-    replaced (and only those); any other directory is refused. `smoke`: a smoke run (`training/smoke.py`), a few
+    replaced (and only those); any other directory is refused. `smoke`: a smoke run (`training/run/smoke.py`), a few
     reviews for one epoch.
     """
     start = time.perf_counter()

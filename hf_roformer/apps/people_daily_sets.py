@@ -20,7 +20,7 @@ import random
 import re
 from pathlib import Path
 
-from ..training.corpus import POS_TAGGED_WORD, peoples_daily_documents, peoples_daily_path
+from ..training.tasks.pretraining.corpus import POS_TAGGED_WORD, peoples_daily_documents, peoples_daily_path
 from .set_files import write_set_files
 
 

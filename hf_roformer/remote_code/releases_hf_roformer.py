@@ -49,7 +49,7 @@ OVERRIDDEN_HOOKS = (
     ("transformers.tokenization_utils_tokenizers", "TokenizersBackend", "_decode"),
     ("transformers.tokenization_utils_tokenizers", "TokenizersBackend", "_save_pretrained"),
     ("transformers.tokenization_utils_base", "PreTrainedTokenizerBase", "_eventual_warn_about_too_long_sequence"),
-    ("transformers.trainer", "Trainer", "_get_eval_sampler"),  # training.batching.LengthAwareTrainer
+    ("transformers.trainer", "Trainer", "_get_eval_sampler"),  # training.run.batching.LengthAwareTrainer
 )
 
 # --- transformers: configuration files ------------------------------------------------------------------------------

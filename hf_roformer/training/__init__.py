@@ -1,4 +1,5 @@
-"""Training with transformers' Trainer (not Hub-bound): fine-tuning (`finetune.py`, a task per module in `tasks/`: GLUE,
-one's own text files, CAIL2019-SCM; the demo's reviews in `apps/demo.py`) and masked-LM pre-training in stages
-(`pretrain.py`), all on one run skeleton (`training_run.py`: output directory and reruns, run record, Trainer, Ctrl-C
-and resume, save, card, finished marker)."""
+"""Training with transformers' Trainer (not Hub-bound): every command is a task (`tasks/`, one package each:
+fine-tuning on GLUE, one's own texts, CAIL2019-SCM, named entities, questions, multiple choice; sentence vectors;
+masked-LM pre-training in stages; the demo's reviews in `apps/demo.py`) performed by the one run every command shares
+(`run/`: its order, output directory and reruns, run record, Trainer, Ctrl-C and resume, save, card, finished
+marker)."""

@@ -1,34 +1,30 @@
-"""The fine-tuning tasks, one module each, every one building a `Task` (`base.py`: what a task supplies to the run)
-that `finetune.fine_tune` runs: GLUE, one's own text files, CAIL2019-SCM (sequence classification), named
-entities, extractive question answering, multiple choice."""
+"""The training tasks, one package each: its reader (with its validation), its head, its metrics, its prediction
+writer (`task.py` and the modules beside it), and its declaration to the command line (`options.py`: its options,
+defaults and loader). Fine-tuning runs each as a `Task` (`run/fine_tuning_task.py`) through `run/finetune.py`;
+sentence embedding and pre-training bring steps of their own to the same run (`run/training_run.py`).
 
-from .base import Head, Inputs, SampleLimits, Task
-from .cail import cail_task_data
-from .glue import GlueSource, glue_task, glue_task_data
-from .multiple_choice import ChoiceFiles, multiple_choice_task_data
-from .question_answering import QuestionFiles, question_answering_task_data
-from .sequence_classification import SentenceInputs, classification_head
-from .text_classification import TextFiles, text_classification_task_data
-from .token_classification import EntityFiles, token_classification_task_data
+`FINE_TUNING_TASKS` lists the packages `hf-roformer finetune` offers, in its order: a new task is a package here and
+one line there. Importing this package, or a task's `options.py`, imports no torch: the command line reads the
+declarations to parse.
+"""
+
+import importlib
 
 
-__all__ = [
-    "ChoiceFiles",
-    "EntityFiles",
-    "GlueSource",
-    "Head",
-    "Inputs",
-    "QuestionFiles",
-    "SampleLimits",
-    "SentenceInputs",
-    "Task",
-    "TextFiles",
-    "cail_task_data",
-    "classification_head",
-    "glue_task",
-    "glue_task_data",
-    "multiple_choice_task_data",
-    "question_answering_task_data",
-    "text_classification_task_data",
-    "token_classification_task_data",
-]
+FINE_TUNING_TASKS = (
+    "glue",
+    "text_classification",
+    "cail",
+    "token_classification",
+    "question_answering",
+    "multiple_choice",
+    "sentence_embedding",
+)
+
+
+def task_declarations() -> list:
+    """Every task's `TaskDeclaration` (`tasks/<task>/options.py`), in `FINE_TUNING_TASKS`' order."""
+    return [importlib.import_module(f"{__name__}.{package}.options").TASK for package in FINE_TUNING_TASKS]
+
+
+__all__ = ["FINE_TUNING_TASKS", "task_declarations"]

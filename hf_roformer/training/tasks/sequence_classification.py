@@ -6,8 +6,8 @@ import datasets
 import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
-from ..lengths import check_sequence_length
-from .base import Head
+from ..run.fine_tuning_task import Head
+from ..run.lengths import check_sequence_length
 
 
 class SentenceInputs:
