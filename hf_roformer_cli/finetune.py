@@ -175,14 +175,15 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     if args.help_all:
         print_all_trainer_options(prog)
         return
+    declaration = args._declaration
+    rope = rope_parameters(args.rope_parameters)
+    defaults = smoke_sized(args, declaration, args._defaults)
     check_phases_apply(args)
     require_extra(EXTRA, f"`{prog}`")
     from hf_roformer.training.run.fine_tuning_task import SampleLimits
     from hf_roformer.training.run.finetune import DEFAULT_TOKEN_BUDGET, Batching, ModelOptions, Phases, fine_tune
     from hf_roformer.utils.errors import UsageError
 
-    declaration = args._declaration
-    defaults = smoke_sized(args, declaration, args._defaults)
     training_args = training_arguments(args, passed_through, defaults, prog)
     phases = Phases(*requested_phases(args))
     arguments = run_arguments(args, training_args)
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     model_options = ModelOptions(
         model_name_or_path=args.model_name_or_path, tokenizer_name=args.tokenizer_name,
         max_seq_length=args.max_seq_length, pad_to_max_length=bool(args.pad_to_max_length),
-        model_max_length=args.model_max_length, rope_parameters=rope_parameters(args.rope_parameters),
+        model_max_length=args.model_max_length, rope_parameters=rope,
         cache_dir=args.cache_dir, model_revision=args.model_revision, token=args.token,
         trust_remote_code=bool(args.trust_remote_code), ignore_mismatched_sizes=bool(args.ignore_mismatched_sizes),
     )  # fmt: skip
