@@ -24,8 +24,9 @@ from transformers.configuration_utils import PreTrainedConfig
 from transformers.modeling_rope_utils import RopeParameters
 
 from .releases_hf_roformer import CACHE_FIELD, decode_special_floats
-from .rope_scaling_hf_roformer import (
-    LENGTH_DEPENDENT_TYPES,
+from .rope_scaling_hf_roformer import LENGTH_DEPENDENT_TYPES
+from .rope_validation_hf_roformer import (
+    FLOAT32_TINY,
     MAX_LENGTH,
     MAX_LENGTH_TEXT,
     check_explicit_original_length,
@@ -144,8 +145,7 @@ def is_label_map(value, key_types: tuple[type, ...], value_types: tuple[type, ..
     )
 
 
-# Norm epsilons and the linear-attention clamp are used in float32: below this they round to 0 (then 0 / 0).
-FLOAT32_TINY = torch.finfo(torch.float32).tiny
+# Norm epsilons and the linear-attention clamp are used in float32: below FLOAT32_TINY they round to 0 (then 0 / 0).
 BOOL = FieldRule("true or false", (bool,))
 BOOL_OR_NONE = FieldRule("true, false or None", (bool, type(None)))
 PROBABILITY = number("a probability in [0, 1]", lambda value: 0 <= value <= 1)

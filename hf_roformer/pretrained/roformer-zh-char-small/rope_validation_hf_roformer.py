@@ -1,0 +1,1 @@
+../../remote_code/rope_validation_hf_roformer.py
