@@ -54,7 +54,7 @@ from .input_checks_hf_roformer import (
     check_tensor,
     check_values,
 )
-from .joined_projection_hf_roformer import join_projections, joinable_problem, split_projections
+from .joined_projection_hf_roformer import JoinedProjectionsMixin
 from .layers_hf_roformer import (
     Floats,
     HfRoFormerDropout,
@@ -69,23 +69,17 @@ from .linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
 from .releases_hf_roformer import CACHE_FIELD, accepts_either_cache_name, cache_output, output_cache
 from .rotary_hf_roformer import HfRoFormerRotaryEmbedding
 from .saving_hf_roformer import HfRoFormerSavingMixin
+from .tensor_parallel_hf_roformer import CROSS_ATTENTION_TP_PLAN, WholeHeadsPerRankMixin
 
 
 logger = logging.get_logger(__name__)
 
-# Tensor parallelism of cross-attention (decoders with `add_cross_attention`), as `base_model_tp_plan` splits
-# self-attention: each rank holds the same heads of both.
-CROSS_ATTENTION_TP_PLAN = {
-    "encoder.layer.*.crossattention.self.query": "colwise",
-    "encoder.layer.*.crossattention.self.key": "colwise",
-    "encoder.layer.*.crossattention.self.value": "colwise",
-    "encoder.layer.*.crossattention.output.dense": "rowwise",
-}
-
-
-class HfRoFormerPreTrainedModel(HfRoFormerSavingMixin, PreTrainedModel):
-    """Weight initialization, attention-backend capabilities and saving (`HfRoFormerSavingMixin`) shared by every
-    RoFormer model."""
+class HfRoFormerPreTrainedModel(
+    HfRoFormerSavingMixin, JoinedProjectionsMixin, WholeHeadsPerRankMixin, PreTrainedModel
+):
+    """Weight initialization, attention-backend capabilities, saving (`HfRoFormerSavingMixin`), the inference-time
+    fusion of query, key and value (`JoinedProjectionsMixin`) and tensor parallelism by whole heads
+    (`WholeHeadsPerRankMixin`) shared by every RoFormer model."""
 
     config: HfRoFormerConfig
     base_model_prefix = "roformer"
@@ -102,6 +96,8 @@ class HfRoFormerPreTrainedModel(HfRoFormerSavingMixin, PreTrainedModel):
     # bias: sharding the two together breaks the bias tie (transformers 5.23) or needs a vocabulary divisible by the
     # number of ranks (5.17).
     _tp_plan: dict[str, str] = {}
+    # The layers `fuse_qkv_projections()` joins (`JoinedProjectionsMixin`).
+    projected_attention_classes = (HfRoFormerSelfAttention, HfRoFormerLinearSelfAttention)
     _can_record_outputs = {
         "hidden_states": HfRoFormerLayer,
         "attentions": HfRoFormerSelfAttention,
@@ -123,50 +119,6 @@ class HfRoFormerPreTrainedModel(HfRoFormerSavingMixin, PreTrainedModel):
     def _supports_default_dynamic_cache(self) -> bool:
         """`generate` may create a key/value cache, except for linear attention, whose model makes its own state."""
         return self.config.attention_type != "linear"
-
-    def fuse_qkv_projections(self) -> None:
-        """Run each self-attention layer's query, key and value projections as one matrix product at inference (as
-        diffusers' `fuse_qkv_projections`): two kernel launches less per layer, which pays where the host bounds the
-        forward (on an H200, 1.10-1.13x from 32 x 128 to 4 x 2,048 tokens; docs/speed.md), at the cost of a copy of
-        those weights.
-
-        The three layers stay the model's parameters (saved files, LoRA targets and tensor-parallel plans do not
-        change), and the forward gives the unfused outputs within rounding: the copy follows the parameters when they
-        change, and the three products run while gradients are recorded, in compiled graphs and once a layer is
-        replaced (a LoRA adapter attached afterwards). Raises `ValueError` naming the layer, changing nothing, where
-        one is not a plain `nn.Linear` (adapters or quantization already applied, sharded weights): fuse first. Hooks
-        registered on the three layers do not run while their product is joined. `unfuse_qkv_projections()` drops the
-        copy."""
-        modules = {
-            name: module
-            for name, module in self.named_modules()
-            if isinstance(module, HfRoFormerSelfAttention | HfRoFormerLinearSelfAttention)
-        }
-        for name, module in modules.items():
-            problem = joinable_problem(module)
-            if problem is not None:
-                raise ValueError(f"Cannot fuse the projections of `{name}`: {problem}.")
-        for module in modules.values():
-            join_projections(module)
-
-    def unfuse_qkv_projections(self) -> None:
-        """Undo `fuse_qkv_projections()`: drop the joined weights; each layer projects with its three layers."""
-        for module in self.modules():
-            split_projections(module)
-
-    @classmethod
-    def maybe_distribute_model(cls, model, distributed_config, *args, **kwargs):
-        """transformers' step that shards a model being loaded with a `distributed_config`, after refusing a
-        tensor-parallel size that would split an attention head between ranks."""
-        tp_size = getattr(distributed_config, "tp_size", None) or 1
-        heads = model.config.num_attention_heads
-        if tp_size > 1 and heads % tp_size:
-            divisors = [size for size in range(2, heads + 1) if heads % size == 0]
-            raise ValueError(
-                f"Tensor parallelism gives each rank whole attention heads: `tp_size` {tp_size} must divide "
-                f"`num_attention_heads` {heads}; use a tp_size among {divisors}."
-            )
-        return super().maybe_distribute_model(model, distributed_config, *args, **kwargs)
 
 
 class HfRoFormerModel(HfRoFormerPreTrainedModel):

@@ -1,0 +1,1 @@
+../../remote_code/tensor_parallel_hf_roformer.py
