@@ -42,9 +42,12 @@ class HfRoFormerDropout(nn.Dropout):
 
 def activate_in_place_in_inference(activation: Callable, hidden_act: str, expanded: torch.Tensor) -> torch.Tensor:
     """`activation(expanded)`; in place where no gradient is recorded and the activation has an in-place form, so
-    inference allocates no second intermediate-size tensor (the feed-forward block's peak)."""
+    inference allocates no second intermediate-size tensor (the feed-forward block's peak). Never in a recorded graph
+    (compiled, or traced by TorchScript: its trace check runs the forward again without gradients, and an in-place
+    operator there would make the two graphs differ)."""
     in_place = IN_PLACE_ACTIVATIONS.get(hidden_act)
-    if in_place is None or torch.compiler.is_compiling() or (torch.is_grad_enabled() and expanded.requires_grad):
+    recorded = torch.compiler.is_compiling() or torch.jit.is_tracing()
+    if in_place is None or recorded or (torch.is_grad_enabled() and expanded.requires_grad):
         return activation(expanded)
     return in_place(expanded)
 
@@ -55,8 +58,8 @@ def add_residual(projection: torch.Tensor, residual: torch.Tensor) -> torch.Tens
     A projection (or its dropout) is a fresh tensor that nothing keeps for the backward pass: adding in place saves one
     hidden-size tensor per block. Not where the sum's dtype or shape differ, nor on a view that records gradients (the
     projection of 3D states without dropout), whose in-place update autograd would replay with copies in the backward
-    pass."""
-    in_place = projection.dtype == residual.dtype and projection.shape == residual.shape
+    pass; nor while TorchScript traces (the graph would depend on whether gradients are recorded)."""
+    in_place = projection.dtype == residual.dtype and projection.shape == residual.shape and not torch.jit.is_tracing()
     if in_place and not (projection.requires_grad and is_view_of_another_tensor(projection)):
         return projection.add_(residual)
     return projection + residual
@@ -65,11 +68,12 @@ def add_residual(projection: torch.Tensor, residual: torch.Tensor) -> torch.Tens
 def records_activation_twice(states: torch.Tensor, gradient_checkpointing: bool) -> bool:
     """Whether a forward on `states` records a backward pass in which a feed-forward block's activation would be
     stored twice (by the activation and by the output projection), so `project_recomputing_input` pays off. Not under
-    gradient checkpointing (which stores neither), in compiled graphs (whose compiler plans what to store) or under
-    `torch.func` transforms (whose tensors have no storage to recognize the activation by)."""
+    gradient checkpointing (which stores neither), in compiled graphs (whose compiler plans what to store), while
+    TorchScript traces (the traced graph would depend on whether gradients are recorded, which its trace check
+    changes) or under `torch.func` transforms (whose tensors have no storage to recognize the activation by)."""
     if not (torch.is_grad_enabled() and states.requires_grad) or gradient_checkpointing:
         return False
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
         return False
     try:
         states.untyped_storage()

@@ -1,0 +1,136 @@
+"""The route many users of Intel CPUs deploy encoders with, OpenVINO, against hf_roformer's own fastest CPU route, in
+one run: base size (768 hidden, 12 layers, 12 heads), random weights, 2 threads.
+
+    python benchmarks/bench_openvino.py             # 8 x 512 tokens, best of 5 interleaved rounds
+    python benchmarks/bench_openvino.py --quick     # a tiny model and short inputs: checks that every row runs
+
+Rows: transformers' `BertModel` and hf_roformer, each converted by OpenVINO as its users convert a PyTorch model
+(`openvino.convert_model(model, example_input=...)`, which traces with TorchScript) and compiled for the CPU in its
+default precision (bfloat16 where the CPU has bfloat16 units, float32 elsewhere) and in float32; and hf_roformer in
+PyTorch, bfloat16 (`model.to(torch.bfloat16)`, eager) and float32. Every row first checks its outputs against the
+PyTorch model in float32 (the largest difference is in the table). The rounds are interleaved (each round runs every
+row once) and each row keeps its best round; the load average is recorded before and after.
+Needs `pip install openvino` (no dependency of the package). -> results/openvino_cpu.{json,md}
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+
+import hf_roformer  # noqa: E402
+
+
+BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+QUICK = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256)
+VOCAB = 21128  # the Chinese RoFormer checkpoints' vocabulary
+
+
+def models(sizes: dict) -> dict[str, torch.nn.Module]:
+    """hf_roformer and BERT-SDPA of the same sizes, random weights, dropout 0, in evaluation mode."""
+    common = dict(vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **sizes)
+    torch.manual_seed(0)
+    roformer = hf_roformer.HfRoFormerModel(hf_roformer.HfRoFormerConfig(max_position_embeddings=512, **common))
+    bert_config = transformers.BertConfig(max_position_embeddings=512, attn_implementation="sdpa", **common)
+    bert = transformers.BertModel(bert_config, add_pooling_layer=False)
+    return {"hf_roformer": roformer.eval(), "BERT-SDPA": bert.eval()}
+
+
+def openvino_call(openvino, model: torch.nn.Module, example: dict, precision: str | None):
+    """The model converted by OpenVINO from `example` and compiled for the CPU (`precision`: an inference precision
+    hint, None: OpenVINO's default), as a function of the inputs."""
+    converted = openvino.convert_model(model, example_input=example)
+    config = {"INFERENCE_PRECISION_HINT": precision} if precision else {}
+    compiled = openvino.compile_model(converted, "CPU", config)
+    arrays = {name: tensor.numpy() for name, tensor in example.items()}
+    return lambda: torch.as_tensor(compiled(arrays)[0])
+
+
+def torch_call(model: torch.nn.Module, example: dict, dtype: torch.dtype):
+    """The PyTorch model in `dtype`, as a function of the inputs."""
+    cast = model.to(dtype)
+
+    def call():
+        with torch.inference_mode():
+            return cast(**example).last_hidden_state.float()
+
+    return call
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a tiny model and short inputs")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    import openvino
+
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    batch, length = (2, 32) if args.quick else (8, 512)
+    example = {
+        "input_ids": torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(0)),
+        "attention_mask": torch.ones(batch, length, dtype=torch.long),
+    }
+    built = models(QUICK if args.quick else BASE)
+    with torch.inference_mode():
+        references = {name: model(**example).last_hidden_state for name, model in built.items()}
+    ov_threads = {"INFERENCE_NUM_THREADS": args.threads}
+    openvino.Core().set_property("CPU", ov_threads)
+    rows = {}
+    for name in ("BERT-SDPA", "hf_roformer"):
+        rows[f"{name}, OpenVINO, default precision"] = (name, openvino_call(openvino, built[name], example, None))
+        rows[f"{name}, OpenVINO, f32"] = (name, openvino_call(openvino, built[name], example, "f32"))
+    copy = models(QUICK if args.quick else BASE)["hf_roformer"]  # the same weights, cast to bfloat16
+    rows["hf_roformer, PyTorch bf16 (eager)"] = ("hf_roformer", torch_call(copy, example, torch.bfloat16))
+    rows["hf_roformer, PyTorch f32 (eager)"] = ("hf_roformer", torch_call(built["hf_roformer"], example, torch.float32))
+    differences = {label: float((call() - references[name]).abs().max()) for label, (name, call) in rows.items()}
+    load_before = os.getloadavg()
+    best = {label: float("inf") for label in rows}
+    for _ in range(args.rounds):
+        for label, (_, call) in rows.items():
+            call()  # warm-up of this round
+            start = time.perf_counter()
+            call()
+            best[label] = min(best[label], time.perf_counter() - start)
+    load_after = os.getloadavg()
+    tokens = batch * length
+    info = benchlib.machine_info(torch.device("cpu"))
+    default_precision = str(openvino.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+    info.update(openvino=openvino.__version__, threads=args.threads, load_before=load_before, load_after=load_after,
+                inference_precision_default=default_precision)  # fmt: skip
+    bert_ov = tokens / best["BERT-SDPA, OpenVINO, default precision"]
+    table = [
+        [label, f"{tokens / seconds:,.0f}", f"{tokens / seconds / bert_ov:.2f}x", f"{differences[label]:.1e}"]
+        for label, seconds in best.items()
+    ]
+    shape = f"{batch} x {length}"
+    markdown = (
+        f"# OpenVINO against hf_roformer's PyTorch route ({shape} tokens, {args.threads} threads)\n\n"
+        f"`python benchmarks/bench_openvino.py{' --quick' if args.quick else ''}`: {info['cpu']}, torch "
+        f"{info['torch']}, transformers {info['transformers']}, OpenVINO {info['openvino']} (default CPU precision: "
+        f"{info['inference_precision_default']}), best of {args.rounds} interleaved rounds, load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; {info['date']}.\n\n"
+        + benchlib.markdown_table(
+            ["route", "tokens/s", "vs BERT through OpenVINO (default precision)", "max |difference| vs PyTorch f32"],
+            table,
+        )
+    )
+    payload = {"machine": info, "shape": [batch, length], "tokens_per_second": {k: tokens / v for k, v in best.items()},
+               "max_difference": differences}  # fmt: skip
+    name = "openvino_cpu_quick" if args.quick else "openvino_cpu"
+    for path in benchlib.write_results(name, payload, markdown):
+        print(f"wrote {path}")
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()
