@@ -10,6 +10,7 @@ answers without importing torch; the run itself is `hf_roformer.training.run.fin
 import argparse
 
 from .parsing import HelpFormatter, add_flag, non_negative_int, option, positive_int
+from .task_declarations import task_declarations
 from .trainer_options import (
     add_trainer_options,
     check_phases_apply,
@@ -82,10 +83,8 @@ def add_sample_options(parser: argparse.ArgumentParser, what: str = "examples") 
 
 
 def add_parser(commands) -> None:
-    """`finetune` and each task of `hf_roformer.training.tasks` (its options, defaults and loader from its
-    declaration)."""
-    from hf_roformer.training.tasks import task_declarations
-
+    """`finetune` and each task of `hf_roformer/training/tasks/` (its options, defaults and loader from its
+    declaration, `task_declarations.py`)."""
     declarations = task_declarations()
     finetune = commands.add_parser(
         "finetune",
@@ -116,7 +115,7 @@ VALUE_TYPES = {"int": int, "positive_int": positive_int, "non_negative_int": non
 
 
 def add_declared_options(group, options) -> None:
-    """A task's declared options (`Option`s) as argparse arguments."""
+    """A task's declared options (`task_declarations.Option`s) as argparse arguments."""
     for declared in options:
         if declared.flag:
             add_flag(group, declared.name, declared.help)

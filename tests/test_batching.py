@@ -14,7 +14,7 @@ import hf_roformer
 from hf_roformer.training.run.batching import LengthAwareTrainer, passes_by_length, split_by_token_budget
 
 
-pytestmark = pytest.mark.releases("training.batching")  # see setup.cfg
+pytestmark = pytest.mark.releases("training.run.batching")  # see setup.cfg
 
 
 VOCAB = 60

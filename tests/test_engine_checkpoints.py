@@ -10,7 +10,7 @@ import torch.distributed.checkpoint as dcp
 from hf_roformer.training.run.engine_checkpoints import engine_checkpoint_problem, holds_engine_state
 
 
-pytestmark = pytest.mark.releases("training.distributed")  # see setup.cfg
+pytestmark = pytest.mark.releases("training.run.distributed")  # see setup.cfg
 
 
 def sharded_fsdp_checkpoint(directory):

@@ -24,7 +24,7 @@ from hf_roformer.training.tasks.question_answering.task import question_answerin
 from hf_roformer.utils.errors import DataError, UsageError
 
 
-pytestmark = pytest.mark.releases("training.training_run")  # see setup.cfg
+pytestmark = pytest.mark.releases("training.run.training_run")  # see setup.cfg
 
 
 ASCII = [chr(code) for code in range(33, 127) if not chr(code).isupper()]

@@ -24,7 +24,7 @@ from hf_roformer.training.tasks.pretraining.corpus import char_vocabulary, peopl
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="multi-process gloo runs are exercised on Linux"),
-    pytest.mark.releases("training.distributed"),
+    pytest.mark.releases("training.run.distributed"),
 ]
 
 TOLERANCE = 1e-5  # 2 processes against 1: the same sums in another order

@@ -69,8 +69,8 @@ RELEASE_SENSITIVE_AREAS = {
     "auto_registration": "the Auto classes' registration",
     "remote_code.attention_hf_roformer": "the attention interface and the backends' signatures",
     "remote_code.rope_scaling_hf_roformer": "transformers' rope initialization functions",
-    "training.training_run": "the Trainer's construction, callbacks and resume",
-    "training.checkpoints": "the files of the Trainer's checkpoints",
+    "training.run.training_run": "the Trainer's construction, callbacks and resume",
+    "training.run.checkpoints": "the files of the Trainer's checkpoints",
 }
 
 

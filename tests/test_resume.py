@@ -28,7 +28,7 @@ from hf_roformer.training.run.checkpoints import checkpoint_problem, last_comple
 from hf_roformer.training.tasks.pretraining.corpus import peoples_daily_documents
 
 
-pytestmark = pytest.mark.releases("training.checkpoints", "training.training_run")  # see setup.cfg
+pytestmark = pytest.mark.releases("training.run.checkpoints", "training.run.training_run")  # see setup.cfg
 
 
 ROOT = Path(__file__).resolve().parents[1]

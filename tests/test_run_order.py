@@ -6,8 +6,6 @@ marker last."""
 import ast
 import importlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -151,37 +149,30 @@ def test_a_trainer_built_before_the_run_record_is_refused(tmp_path):
 # -- every task one package, declared to the command line --------------------------------------------------------------
 
 TASKS = ROOT / "hf_roformer" / "training" / "tasks"
-WITHOUT_TORCH = """
-import sys
-from hf_roformer.training.tasks import task_declarations
-declarations = task_declarations()
-import hf_roformer_cli
-hf_roformer_cli.build_parser()
-print(len(declarations), sorted(name for name in ("torch", "transformers", "datasets") if name in sys.modules))
-"""
 
 
 def test_every_task_is_a_package_declaring_its_reader_options_defaults_and_loader():
-    from hf_roformer.training.run.command_options import TaskDeclaration
-    from hf_roformer.training.tasks import FINE_TUNING_TASKS, task_declarations
+    import tomllib
 
+    from hf_roformer_cli.task_declarations import task_declarations
+
+    registered = tomllib.loads((TASKS / "registry.toml").read_text(encoding="utf-8"))["fine_tuning_tasks"]
     declarations = task_declarations()
     assert [declaration.name for declaration in declarations] == [
         "glue", "text-classification", "cail2019-scm", "token-classification", "question-answering",
         "multiple-choice", "sentence-embedding",
     ]  # fmt: skip
-    for package, declaration in zip(FINE_TUNING_TASKS, declarations, strict=True):
-        assert isinstance(declaration, TaskDeclaration), package
+    for package, declaration in zip(registered, declarations, strict=True):
         folder = TASKS / package
-        assert {"__init__.py", "files.py", "task.py", "options.py"} <= {path.name for path in folder.glob("*.py")}
+        assert {"__init__.py", "files.py", "task.py"} <= {path.name for path in folder.glob("*.py")}, package
+        assert (folder / "options.toml").is_file(), package
         reader = ast.parse((folder / "files.py").read_text(encoding="utf-8"))
         functions = [node.name for node in reader.body if isinstance(node, ast.FunctionDef)]
-        readers = [name for name in functions if name.startswith("read")]
-        assert readers, f"{package}/files.py defines no reader"
+        assert [name for name in functions if name.startswith("read")], f"{package}/files.py defines no reader"
         assert declaration.options and declaration.summary and declaration.usage, package
         assert {"num_train_epochs", "learning_rate", "per_device_train_batch_size"} <= set(declaration.defaults)
         module, _, function = declaration.loader.partition(":")
-        assert module == f"hf_roformer.training.tasks.{package}.options" and function, declaration.loader
+        assert (module, function) == (f"hf_roformer.training.tasks.{package}.task", "from_command_line")
         assert callable(getattr(importlib.import_module(module), function)), declaration.loader
 
 
@@ -200,7 +191,7 @@ def declared_value(declared) -> tuple[str, object]:
 
 def test_the_command_line_offers_each_declared_task_with_its_declared_options():
     import hf_roformer_cli
-    from hf_roformer.training.tasks import task_declarations
+    from hf_roformer_cli.task_declarations import task_declarations
 
     parser = hf_roformer_cli.build_parser()
     for declaration in task_declarations():
@@ -214,21 +205,38 @@ def test_the_command_line_offers_each_declared_task_with_its_declared_options():
             argv = ["finetune", declaration.name, "--output_dir=out", *required, dashed, typed]
             args, passed_through = parser.parse_known_args(argv)
             assert getattr(args, declared.name) == parsed and passed_through == [], (declaration.name, declared.name)
-            assert args._declaration is declaration
+            assert args._declaration == declaration
+            assert args._defaults == declaration.defaults
+
+
+def test_a_task_starting_from_another_tasks_defaults_changes_only_its_own():
+    from hf_roformer_cli.task_declarations import task_declarations
+
+    declarations = {declaration.name: declaration for declaration in task_declarations()}
+    glue, questions = declarations["glue"].defaults, declarations["question-answering"].defaults
+    assert questions == {**glue, "learning_rate": 3e-5, "per_device_train_batch_size": 12, "max_seq_length": 384}
+    assert declarations["multiple-choice"].defaults == glue == declarations["text-classification"].defaults
 
 
 def test_the_glue_names_the_command_line_offers_are_the_readers():
     from hf_roformer.training.tasks.glue.files import GLUE_TASKS
-    from hf_roformer.training.tasks.glue.options import GLUE_TASK_NAMES
+    from hf_roformer_cli.task_declarations import task_declarations
 
-    assert set(GLUE_TASK_NAMES) == set(GLUE_TASKS)
+    glue = next(declaration for declaration in task_declarations() if declaration.name == "glue")
+    task_name = next(declared for declared in glue.options if declared.name == "task_name")
+    assert set(task_name.choices) == set(GLUE_TASKS)
 
 
-def test_the_declarations_import_neither_torch_nor_datasets():
-    result = subprocess.run([sys.executable, "-c", WITHOUT_TORCH], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split(maxsplit=1) == ["7", "[]\n"], result.stdout
+def test_a_malformed_declaration_is_refused_naming_its_file_and_key(tmp_path):
+    from hf_roformer_cli.task_declarations import DeclarationError, read_declaration
+
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "options.toml").write_text(
+        'name = "x"\nsummary = "s"\ndetails = "d"\nusage = "u"\nloader = "m:f"\n[[options]]\nname = "a"\n'
+        'help = "h"\ntype = "integer"\n'
+    )
+    with pytest.raises(DeclarationError, match=r"broken/options.toml: option 'a': type 'integer' is not one of"):
+        read_declaration(tmp_path, "broken", {})
 
 
 def test_the_run_never_imports_a_task():

@@ -139,4 +139,16 @@ def glue_task_data(task: GlueTask, source: GlueSource, limits: SampleLimits) -> 
     )
 
 
-__all__ = ["GlueSource", "glue_task", "glue_task_data", "write_glue_submission"]
+def from_command_line(args, limits: SampleLimits):
+    """The GLUE task `hf-roformer finetune glue` names and where its data are (checked now), as `(load_task, inputs)`:
+    its data are read when the run asks."""
+    task = glue_task(args.task_name)
+    source = GlueSource(
+        args.data_dir, args.train_file, args.validation_file, args.test_file, args.dataset_name,
+        args.dataset_config_name, args.dataset_dir,
+    )  # fmt: skip
+    source.check(task)
+    return (lambda: glue_task_data(task, source, limits)), source.paths()
+
+
+__all__ = ["GlueSource", "from_command_line", "glue_task", "glue_task_data", "write_glue_submission"]

@@ -188,11 +188,19 @@ def multiple_choice_task_data(files: ChoiceFiles, limits: SampleLimits) -> Task:
     )
 
 
+def from_command_line(args, limits: SampleLimits):
+    """The files `hf-roformer finetune multiple-choice` names, as `(load_task, inputs)`: their questions are read when
+    the run asks."""
+    files = ChoiceFiles(args.train_file, args.validation_file, args.test_file)
+    return (lambda: multiple_choice_task_data(files, limits)), files.paths()
+
+
 __all__ = [
     "ChoiceCollator",
     "ChoiceFiles",
     "ChoiceInputs",
     "choice_loss",
+    "from_command_line",
     "multiple_choice_task_data",
     "predicted_choices",
 ]

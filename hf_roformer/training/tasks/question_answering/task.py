@@ -242,4 +242,21 @@ def question_counts(split: str, data: datasets.Dataset) -> str:
     return f"{split}: {len(data):,} questions ({answerable:,} answerable, {len(data) - answerable:,} unanswerable)"
 
 
-__all__ = ["QuestionFiles", "QuestionInputs", "question_answering_head", "question_answering_task_data", "token_span"]
+def from_command_line(args, limits: SampleLimits):
+    """The files `hf-roformer finetune question-answering` names and how answers are found and scored, as
+    `(load_task, inputs)`: their questions are read when the run asks."""
+    files = QuestionFiles(
+        args.train_file, args.validation_file, args.language, args.test_file, args.doc_stride, args.n_best_size,
+        args.max_answer_length, bool(args.version_2_with_negative), args.null_score_diff_threshold,
+    )  # fmt: skip
+    return (lambda: question_answering_task_data(files, limits)), files.paths()
+
+
+__all__ = [
+    "QuestionFiles",
+    "QuestionInputs",
+    "from_command_line",
+    "question_answering_head",
+    "question_answering_task_data",
+    "token_span",
+]

@@ -32,7 +32,7 @@ from pathlib import Path
 from transformers import TrainingArguments, set_seed
 
 from ....utils.errors import DataError, UsageError
-from ...run.fine_tuning_task import first
+from ...run.fine_tuning_task import SampleLimits, first
 from ...run.run_steps import WEIGHTS_AND_TOKENIZER, Phases, RunSteps, Training
 from ...run.training_run import FinishedTraining, TrainingRun
 from .files import read_sentence_pairs
@@ -277,4 +277,21 @@ def write_card(trainer) -> Path:
     return Path(trainer.args.output_dir) / "README.md"
 
 
-__all__ = ["LOSSES", "POOLINGS", "SentenceEmbedding", "SentenceEmbeddingOptions", "train_sentence_embedding"]
+def from_command_line(args, limits: SampleLimits):
+    """The options of the run `hf-roformer finetune sentence-embedding` describes (its model, files, loss, pooling,
+    lengths) and the local paths it reads; the run reads the pairs itself."""
+    options = SentenceEmbeddingOptions(
+        args.model_name_or_path, args.train_file, args.validation_file, args.test_file, args.loss, args.pooling,
+        args.max_seq_length, limits.train, limits.evaluation, limits.prediction,
+    )  # fmt: skip
+    return options, options.paths()
+
+
+__all__ = [
+    "LOSSES",
+    "POOLINGS",
+    "SentenceEmbedding",
+    "SentenceEmbeddingOptions",
+    "from_command_line",
+    "train_sentence_embedding",
+]

@@ -75,4 +75,14 @@ def text_classification_task_data(files: TextFiles, limits: SampleLimits) -> Tas
     )
 
 
-__all__ = ["TextFiles", "classification_metric_names", "text_classification_task_data"]
+def from_command_line(args, limits: SampleLimits):
+    """The files `hf-roformer finetune text-classification` names and their columns, as `(load_task, inputs)`: their
+    data are read when the run asks."""
+    columns = tuple(name.strip() for name in args.text_column_names.split(",")) if args.text_column_names else None
+    files = TextFiles(
+        args.train_file, args.validation_file, args.test_file, columns, args.label_column_name, args.do_regression
+    )
+    return (lambda: text_classification_task_data(files, limits)), files.paths()
+
+
+__all__ = ["TextFiles", "classification_metric_names", "from_command_line", "text_classification_task_data"]

@@ -333,4 +333,22 @@ def without_overlaps(spans: list[Span]) -> list[Span]:
     return kept
 
 
-__all__ = ["GLOBAL_POINTER", "HEADS", "SOFTMAX", "EntityFiles", "EntityInputs", "token_classification_task_data"]
+def from_command_line(args, limits: SampleLimits):
+    """The files, keys and head `hf-roformer finetune token-classification` names, as `(load_task, inputs)`: their
+    paragraphs are read when the run asks."""
+    entity_files = EntityFiles(
+        args.train_file, args.validation_file, args.test_file, args.text_column_name, args.label_column_name,
+        bool(args.label_all_tokens), bool(args.return_entity_level_metrics), args.head,
+    )  # fmt: skip
+    return (lambda: token_classification_task_data(entity_files, limits)), entity_files.paths()
+
+
+__all__ = [
+    "GLOBAL_POINTER",
+    "HEADS",
+    "SOFTMAX",
+    "EntityFiles",
+    "EntityInputs",
+    "from_command_line",
+    "token_classification_task_data",
+]
