@@ -2,6 +2,7 @@
 one run: base size (768 hidden, 12 layers, 12 heads), random weights, 2 threads.
 
     python benchmarks/bench_openvino.py             # 8 x 512 tokens, best of 5 interleaved rounds
+    python benchmarks/bench_openvino.py --shape 32x128
     python benchmarks/bench_openvino.py --quick     # a tiny model and short inputs: checks that every row runs
 
 Rows: transformers' `BertModel` and hf_roformer, each converted by OpenVINO as its users convert a PyTorch model
@@ -11,6 +12,7 @@ PyTorch, bfloat16 (`model.to(torch.bfloat16)`, eager) and float32. Every row fir
 PyTorch model in float32 (the largest difference is in the table). The rounds are interleaved (each round runs every
 row once) and each row keeps its best round; the load average is recorded before and after.
 Needs `pip install openvino` (no dependency of the package). -> results/openvino_cpu.{json,md}
+(`--shape 32x128`: results/openvino_cpu_32x128.*)
 """
 
 import argparse
@@ -70,12 +72,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a tiny model and short inputs")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--shape", default="8x512", help="BATCHxLENGTH of the inputs (default: 8x512)")
+    parser.add_argument("--output", help="results/NAME.* (default: openvino_cpu, or openvino_cpu_BATCHxLENGTH)")
     args = parser.parse_args()
     import openvino
 
     torch.set_num_threads(args.threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    batch, length = (2, 32) if args.quick else (8, 512)
+    batch, length = (2, 32) if args.quick else tuple(int(size) for size in args.shape.lower().split("x"))
     example = {
         "input_ids": torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(0)),
         "attention_mask": torch.ones(batch, length, dtype=torch.long),
@@ -126,7 +130,8 @@ def main() -> None:
     )
     payload = {"machine": info, "shape": [batch, length], "tokens_per_second": {k: tokens / v for k, v in best.items()},
                "max_difference": differences}  # fmt: skip
-    name = "openvino_cpu_quick" if args.quick else "openvino_cpu"
+    default_name = "openvino_cpu" if (batch, length) == (8, 512) else f"openvino_cpu_{batch}x{length}"
+    name = "openvino_cpu_quick" if args.quick else args.output or default_name
     for path in benchlib.write_results(name, payload, markdown):
         print(f"wrote {path}")
     print(markdown)

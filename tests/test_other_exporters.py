@@ -2,7 +2,8 @@
 (`transformers.exporters`, experimental since 5.24: ONNX and `torch.export` programs through `AutoHfExporter`, saved
 and loaded again), and TorchScript's tracer with its sanity check, the route `openvino.convert_model(model,
 example_input=...)` takes (the tracer runs the forward twice, once without gradients: the graph must not depend on
-that). Each export computes what the eager model does, also at a shape it was not exported at."""
+that). Each export computes what the eager model does, also at shapes it was not exported at and past the trained
+length."""
 
 import pytest
 import torch
@@ -61,11 +62,32 @@ def test_transformers_exporters_export_what_the_model_computes(head, export_form
     # A torch.export program is pickled: transformers asks for trust_remote_code to load one (ONNX needs nothing).
     reloaded = exporters.ExportedModel.from_pretrained(tmp_path, trust_remote_code=export_format == "dynamo")
     with torch.no_grad():
-        for shape in [(2, 12), (3, 20), (1, 5)]:
+        for shape in [(2, 12), (3, 20), (1, 5), (2, 80)]:  # 80 tokens: past the trained length (64)
             batch = inputs(*shape)
             expected = first_output(model(**batch))
             for program in (exported, reloaded):
                 torch.testing.assert_close(first_output(program(**batch)), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("head", ["encoder", "sequence_classification"])
+def test_transformers_onnx_exporter_from_one_row_within_the_size_flag(head):
+    """From a one-row example torch fixes the batch to 1 for any model (BERT too: its 0/1 specialization), and the
+    graph refuses two rows; within `example_sizes_of_one_stay_symbolic` (torch's `backed_size_oblivious`, which
+    `hf_roformer.export_onnx` sets) the same export takes any batch, past the trained length too."""
+    exporters = pytest.importorskip("transformers.exporters", reason="transformers' exporters arrived in 5.24")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from hf_roformer.remote_code.releases_hf_roformer import example_sizes_of_one_stay_symbolic
+
+    model = build(HEADS[head])
+    config = exporters.OnnxConfig(dynamic=True)
+    with example_sizes_of_one_stay_symbolic():
+        exported = exporters.AutoHfExporter.from_config(config).export(model, inputs(1, 12), config)
+    with torch.no_grad():
+        for shape in [(3, 80), (1, 5)]:
+            batch = inputs(*shape)
+            torch.testing.assert_close(first_output(exported(**batch)), first_output(model(**batch)), atol=1e-5,
+                                       rtol=1e-5)  # fmt: skip
 
 
 @pytest.mark.parametrize("head", sorted(HEADS))
@@ -90,7 +112,7 @@ def test_openvino_converts_the_model_as_its_users_convert_one():
     example = inputs(2, 12)
     converted = openvino.convert_model(model, example_input=example)
     compiled = openvino.compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    batch = inputs(3, 20)
+    batch = inputs(2, 80)  # past the trained length (64), with padding
     result = compiled({name: tensor.numpy() for name, tensor in batch.items()})
     with torch.no_grad():
         expected = model(**batch).logits
