@@ -111,6 +111,13 @@ def write_data(directory: Path, train: int, held_out: int) -> None:
 # -- one script's calls, in a fresh process --------------------------------------------------------------------------
 
 
+def accuracy_of(prediction) -> dict[str, float]:
+    """run_glue's and run_swag's metric: the share of rows whose highest logit is the label."""
+    import numpy as np
+
+    return {"accuracy": float((np.argmax(prediction.predictions, axis=1) == prediction.label_ids).mean())}
+
+
 def training_arguments(output_dir: str, epochs: float, script: str):
     """The script's `TrainingArguments`: its flags (`SCRIPT_FLAGS`), no checkpoints, on the CPU."""
     from transformers import TrainingArguments
@@ -134,12 +141,9 @@ def run_glue(checkpoint, data, trust, args):
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, config=config, trust_remote_code=trust)
     encoded = raw.map(lambda rows: tokenizer(rows["sentence"], truncation=True, max_length=128), batched=True)
 
-    def accuracy(prediction):
-        return {"accuracy": float((np.argmax(prediction.predictions, axis=1) == prediction.label_ids).mean())}
-
     trainer = Trainer(
         model=model, args=training_arguments(args.output, args.epochs, "run_glue"), train_dataset=encoded["train"],
-        eval_dataset=encoded["validation"], processing_class=tokenizer, compute_metrics=accuracy,
+        eval_dataset=encoded["validation"], processing_class=tokenizer, compute_metrics=accuracy_of,
     )  # fmt: skip
     trainer.train()
     labels = np.array(raw["validation"]["label"])
@@ -223,13 +227,10 @@ def run_swag(checkpoint, data, trust, args):
     encoded = raw.map(lambda rows: preprocess(rows, False), batched=True)
     padded = raw["validation"].map(lambda rows: preprocess(rows, "max_length"), batched=True)
 
-    def accuracy(prediction):
-        return {"accuracy": float((np.argmax(prediction.predictions, axis=1) == prediction.label_ids).mean())}
-
     trainer = Trainer(
         model=model, args=training_arguments(args.output, args.epochs, "run_swag"), train_dataset=encoded["train"],
         eval_dataset=encoded["validation"], processing_class=tokenizer,
-        data_collator=DataCollatorForMultipleChoice(tokenizer), compute_metrics=accuracy,
+        data_collator=DataCollatorForMultipleChoice(tokenizer), compute_metrics=accuracy_of,
     )  # fmt: skip
     trainer.train()
     by_batch = trainer.predict(encoded["validation"]).predictions

@@ -46,11 +46,11 @@ def models(sizes: dict) -> dict[str, torch.nn.Module]:
     return {"hf_roformer": roformer.eval(), "BERT-SDPA": bert.eval()}
 
 
-def openvino_call(openvino, model: torch.nn.Module, example: dict, precision: str | None):
-    """The model converted by OpenVINO from `example` and compiled for the CPU (`precision`: an inference precision
-    hint, None: OpenVINO's default), as a function of the inputs."""
+def openvino_call(openvino, model: torch.nn.Module, example: dict, precision: str | None, threads: int):
+    """The model converted by OpenVINO from `example` and compiled for the CPU on `threads` threads (`precision`: an
+    inference precision hint, None: OpenVINO's default), as a function of the inputs."""
     converted = openvino.convert_model(model, example_input=example)
-    config = {"INFERENCE_PRECISION_HINT": precision} if precision else {}
+    config = {"INFERENCE_NUM_THREADS": threads, **({"INFERENCE_PRECISION_HINT": precision} if precision else {})}
     compiled = openvino.compile_model(converted, "CPU", config)
     arrays = {name: tensor.numpy() for name, tensor in example.items()}
     return lambda: torch.as_tensor(compiled(arrays)[0])
@@ -78,7 +78,6 @@ def main() -> None:
     import openvino
 
     torch.set_num_threads(args.threads)
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     batch, length = (2, 32) if args.quick else tuple(int(size) for size in args.shape.lower().split("x"))
     example = {
         "input_ids": torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(0)),
@@ -87,12 +86,11 @@ def main() -> None:
     built = models(QUICK if args.quick else BASE)
     with torch.inference_mode():
         references = {name: model(**example).last_hidden_state for name, model in built.items()}
-    ov_threads = {"INFERENCE_NUM_THREADS": args.threads}
-    openvino.Core().set_property("CPU", ov_threads)
     rows = {}
     for name in ("BERT-SDPA", "hf_roformer"):
-        rows[f"{name}, OpenVINO, default precision"] = (name, openvino_call(openvino, built[name], example, None))
-        rows[f"{name}, OpenVINO, f32"] = (name, openvino_call(openvino, built[name], example, "f32"))
+        for label, precision in (("default precision", None), ("f32", "f32")):
+            converted = openvino_call(openvino, built[name], example, precision, args.threads)
+            rows[f"{name}, OpenVINO, {label}"] = (name, converted)
     copy = models(QUICK if args.quick else BASE)["hf_roformer"]  # the same weights, cast to bfloat16
     rows["hf_roformer, PyTorch bf16 (eager)"] = ("hf_roformer", torch_call(copy, example, torch.bfloat16))
     rows["hf_roformer, PyTorch f32 (eager)"] = ("hf_roformer", torch_call(built["hf_roformer"], example, torch.float32))

@@ -10,7 +10,7 @@ answers without importing torch; the run itself is `hf_roformer.training.run.fin
 import argparse
 
 from .parsing import HelpFormatter, add_flag, non_negative_int, option, positive_int
-from .task_declarations import task_declarations
+from .task_declarations import VALUE_TYPES, task_declarations
 from .trainer_options import (
     add_trainer_options,
     check_phases_apply,
@@ -109,9 +109,6 @@ def add_parser(commands) -> None:
         add_sample_options(parser, declaration.examples)
         add_trainer_options(parser, declaration.defaults)
         parser.set_defaults(_run=RUNS[declaration.runs], _declaration=declaration, _defaults=declaration.defaults)
-
-
-VALUE_TYPES = {"int": int, "positive_int": positive_int, "non_negative_int": non_negative_int, "float": float}
 
 
 def add_declared_options(group, options) -> None:

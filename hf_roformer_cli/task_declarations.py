@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .parsing import non_negative_int, positive_int
+
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -20,8 +22,8 @@ else:  # the same parser, before it joined the standard library
 
 
 TASKS_PACKAGE = ("training", "tasks")
-# The value types an option may declare: the command line's parse-time checks of the same names.
-VALUE_TYPES = ("int", "positive_int", "non_negative_int", "float")
+# The value types an option may declare, by name: the command line's parse-time checks.
+VALUE_TYPES = {"int": int, "positive_int": positive_int, "non_negative_int": non_negative_int, "float": float}
 OPTION_KEYS = {"name", "help", "aliases", "flag", "type", "choices", "default", "required", "metavar"}
 DECLARATION_KEYS = {"name", "summary", "details", "usage", "loader", "examples", "runs", "whole_batches", "defaults",
                     "defaults_of", "smoke", "options"}  # fmt: skip
@@ -120,7 +122,8 @@ def declared_option(path: Path, entry: dict) -> Option:
     if unknown or "name" not in entry or "help" not in entry:
         raise DeclarationError(f"{path}: option {entry.get('name')!r}: needs name and help; unknown keys {unknown}")
     if entry.get("type") not in (None, *VALUE_TYPES):
-        raise DeclarationError(f"{path}: option {entry['name']!r}: type {entry['type']!r} is not one of {VALUE_TYPES}")
+        allowed = tuple(VALUE_TYPES)
+        raise DeclarationError(f"{path}: option {entry['name']!r}: type {entry['type']!r} is not one of {allowed}")
     return Option(**{**entry, "aliases": tuple(entry.get("aliases", ())),
                      "choices": tuple(entry["choices"]) if "choices" in entry else None})  # fmt: skip
 

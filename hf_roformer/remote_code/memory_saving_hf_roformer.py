@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from .input_checks_hf_roformer import traces_graph
 from .releases_hf_roformer import is_view_of_another_tensor
 
 
@@ -46,8 +47,7 @@ def activate_in_place_in_inference(activation: Callable, hidden_act: str, expand
     (compiled, or traced by TorchScript: its trace check runs the forward again without gradients, and an in-place
     operator there would make the two graphs differ)."""
     in_place = IN_PLACE_ACTIVATIONS.get(hidden_act)
-    recorded = torch.compiler.is_compiling() or torch.jit.is_tracing()
-    if in_place is None or recorded or (torch.is_grad_enabled() and expanded.requires_grad):
+    if in_place is None or traces_graph() or (torch.is_grad_enabled() and expanded.requires_grad):
         return activation(expanded)
     return in_place(expanded)
 
@@ -73,7 +73,7 @@ def records_activation_twice(states: torch.Tensor, gradient_checkpointing: bool)
     changes) or under `torch.func` transforms (whose tensors have no storage to recognize the activation by)."""
     if not (torch.is_grad_enabled() and states.requires_grad) or gradient_checkpointing:
         return False
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+    if traces_graph():
         return False
     try:
         states.untyped_storage()
