@@ -10,7 +10,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 import hf_roformer
-from hf_roformer.remote_code.batch_plan_hf_roformer import plan_batch
+from hf_roformer.remote_code.batch_layout_hf_roformer import packed_row_sequences, split_packed_row_boundaries
 
 
 SEQUENCES = [[5, 6, 7, 8, 9], [11, 12, 13], [21, 22, 23, 24, 25, 26, 27]]
@@ -188,22 +188,24 @@ BOUNDARY_KEYS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k
 RECORDING_BACKEND = "hf_roformer_recording_sdpa"
 
 
-def test_the_plan_reads_the_callers_keyword_arguments_without_changing_them():
-    """`plan_batch` returns what the layers receive (every argument but the sequence boundaries it has turned into a
-    mask) and leaves the caller's dictionary as it was."""
-    config = tiny_config()
-    model = hf_roformer.HfRoFormerModel(config).eval()
+def test_the_layout_reads_the_callers_keyword_arguments_without_changing_them():
+    """The forward's layout takes the sequence boundaries out of what the layers receive (every other argument, as
+    the very object given) and leaves the caller's dictionary as it was."""
     batch = packed_batch()
     engine_state = object()
     given = {key: batch[key] for key in BOUNDARY_KEYS} | {"engine_state": engine_state}
     before = dict(given)
-    hidden_states = model.embeddings(batch["input_ids"])
-    plan = plan_batch(
-        config, hidden_states, model.rotary_emb, position_ids=batch["position_ids"], attention_kwargs=given
-    )
+    boundaries, layer_kwargs = split_packed_row_boundaries(given)
     assert list(given) == list(before) and all(given[key] is before[key] for key in before)
-    assert list(plan.layer_kwargs) == ["engine_state"] and plan.layer_kwargs["engine_state"] is engine_state
-    assert plan.attention_mask is not None  # the boundaries became a block-diagonal mask on this CPU
+    assert list(layer_kwargs) == ["engine_state"] and layer_kwargs["engine_state"] is engine_state
+    assert list(boundaries) == list(BOUNDARY_KEYS)
+    hidden_states = torch.zeros(1, batch["input_ids"].shape[1], 8)
+    sequence_ids, varlen_kwargs = packed_row_sequences(boundaries, hidden_states, varlen_kernel_runs=False)
+    assert varlen_kwargs == {}  # the boundaries become a block-diagonal mask on this CPU
+    cu_seq_lens = batch["cu_seq_lens_q"].tolist()
+    lengths = [end - start for start, end in zip(cu_seq_lens[:-1], cu_seq_lens[1:], strict=True)]
+    expected = [index for index, length in enumerate(lengths) for _ in range(length)]
+    assert sequence_ids.tolist() == [expected]
 
 
 @pytest.fixture

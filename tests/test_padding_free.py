@@ -6,7 +6,7 @@ from conftest import randomize_norms, tiny_config
 from torch.nn import functional
 
 import hf_roformer
-from hf_roformer.remote_code import batch_plan_hf_roformer, padding_free_hf_roformer
+from hf_roformer.remote_code import batch_layout_hf_roformer, modeling_hf_roformer, padding_free_hf_roformer
 from hf_roformer.remote_code.padding_free_hf_roformer import unpad_batch
 from hf_roformer.remote_code.releases_hf_roformer import output_cache
 
@@ -177,7 +177,7 @@ def test_sdpa_packed_row_goes_through_the_varlen_kernel(monkeypatch):
         return reference_varlen_attn(*args, **kwargs)
 
     monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
-    monkeypatch.setattr(batch_plan_hf_roformer, "varlen_kernel_applies", lambda *args: True)
+    monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
     for is_decoder in (False, True):
         rope = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8}
         model = hf_roformer.HfRoFormerModel(tiny_config(is_decoder=is_decoder, rope_parameters=rope)).eval()
@@ -201,7 +201,7 @@ def test_packed_row_input_goes_through_the_varlen_kernel(monkeypatch):
         return reference_varlen_attn(*args, **kwargs)
 
     monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
-    monkeypatch.setattr(batch_plan_hf_roformer, "varlen_kernel_applies", lambda *args: True)
+    monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
     lengths = [5, 9, 3]
     generator = torch.Generator().manual_seed(6)
     sequences = [torch.randint(1, 99, (length,), generator=generator) for length in lengths]
@@ -229,7 +229,7 @@ def test_auto_keeps_the_padded_batch_where_no_varlen_kernel_runs(monkeypatch):
     """On CPU (no variable-length kernel) `auto` must not pay for packing; `always` packs."""
     packs = []
     monkeypatch.setattr(
-        batch_plan_hf_roformer, "unpad_batch", lambda mask, *args: packs.append(mask) or unpad_batch(mask, *args)
+        batch_layout_hf_roformer, "unpad_batch", lambda mask, *args: packs.append(mask) or unpad_batch(mask, *args)
     )
     model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
     inputs = padded_batch()
@@ -318,7 +318,7 @@ def test_auto_unpads_only_where_it_measured_faster(monkeypatch, length, real_len
         return reference_varlen_attn(*args, **kwargs)
 
     monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
-    monkeypatch.setattr(batch_plan_hf_roformer, "varlen_kernel_applies", lambda *args: True)
+    monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
     model = hf_roformer.HfRoFormerModel(tiny_config(num_hidden_layers=1)).eval()
     input_ids = torch.randint(1, 99, (len(real_lengths), length), generator=torch.Generator().manual_seed(0))
     attention_mask = (torch.arange(length)[None] < torch.tensor(real_lengths)[:, None]).long()

@@ -11,10 +11,10 @@ is not copied and holds no code.
 
 By job: `configuration` (the config), `modeling` (the base model and the heads the `auto_map` names), `layers`,
 `attention` (softmax, linear and cross-attention), `joined_projection` (query, key and value as one product, on
-request), `heads` (the heads' own modules and losses), `memory_saving`,
-`saving` (auto_map, card metadata, files written on save), `batch_plan` (layout of a batch: masks, rotation,
-unpadding), `input_checks`, `rotary`, `rotary_kernels`, `rope_scaling`, `blockwise_attention`, `linear_attention`,
-`padding_free`, `releases` (differences between transformers releases, other libraries' private API),
-`model_card`, `sentence_transformers`, `global_pointer` (the GlobalPointer head, with a module of its own); the
-tokenizer's `tokenization`, `encoding` and `text_rules`.
+request), `heads` (the heads' own modules and losses), `memory_saving`, `saving` (auto_map, card metadata, files written
+on save), `batch_layout` (what a forward's batch layout is built with: masks, packed rows, unpadding), `input_checks`,
+`rotary`, `rotary_kernels`, `rope_scaling`, `blockwise_attention`, `linear_attention`, `padding_free`, `releases`
+(differences between transformers releases, other libraries' private API), `model_card`, `sentence_transformers`,
+`global_pointer` (the GlobalPointer head, with a module of its own); the tokenizer's `tokenization`, `encoding` and
+`text_rules`.
 """

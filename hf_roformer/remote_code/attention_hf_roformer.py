@@ -1,9 +1,10 @@
 """Attention variants of the layers: softmax self-attention with rotated queries and keys, linear attention (paper
 eq. 19) and decoder-to-encoder cross-attention, all with the query/key/value projections under their checkpoint names.
 
-Softmax attention runs through transformers' attention interface (eager, sdpa, flash, flex); under `sdpa` the batch
-plan's layout picks the variable-length kernel, blockwise attention (attention dropout on CPU) or SDPA with the mask as
-given (recorded graphs), named where the choice is made.
+Softmax attention runs through transformers' attention interface (eager, sdpa, flash, flex, or an engine's own);
+where the configured backend cannot serve a batch, the model's forward picks, once, one of the functions registered
+here in its place (`self_attention_implementation`: the variable-length kernel over a packed row, blockwise attention
+for attention dropout on CPU, SDPA with the mask as given in recorded graphs, per-query rotation).
 
 Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers` and sibling Hub-bound files.
 """
@@ -13,9 +14,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterface
 
-from .batch_plan_hf_roformer import BatchPlan
 from .blockwise_attention_hf_roformer import blockwise_attention_applies, blockwise_attention_forward
 from .configuration_hf_roformer import HfRoFormerConfig
 from .input_checks_hf_roformer import traces_graph
@@ -27,7 +27,7 @@ from .linear_attention_hf_roformer import (
 )
 from .padding_free_hf_roformer import varlen_attention_forward
 from .rope_scaling_hf_roformer import rope_attention_factor
-from .rotary_hf_roformer import PerQueryRotation, per_query_rotary_attention, rotate_interleaved
+from .rotary_hf_roformer import PerQueryRotation, TokenRotation, per_query_rotary_attention
 
 
 def eager_attention_forward(
@@ -67,6 +67,69 @@ def masked_sdpa_forward(
         query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=False
     )
     return output.transpose(1, 2).contiguous(), None
+
+
+def per_query_rotary_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    *,
+    query_rotations: PerQueryRotation,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention for length-dependent rope in a decoder whose queries' frequencies differ: each query rotates the
+    unrotated (cached) keys with its own, which no attention backend does; `query_rotations.allowed` is the mask."""
+    return per_query_rotary_attention(
+        query, key, value, query_rotations, scaling, dropout=dropout, training=module.training,
+        rotary_value=module.rotary_value,
+    )
+
+
+# The attention functions that run in the place of the configured backend where it cannot serve a batch, registered
+# with transformers' attention interface under these names (`self_attention_implementation` picks one per forward).
+VARLEN_SDPA = "hf_roformer_varlen_sdpa"  # SDPA's place on a packed row: `torch.nn.attention.varlen`
+BLOCKWISE_SDPA = "hf_roformer_blockwise_sdpa"  # SDPA's place with attention dropout on CPU
+MASKED_SDPA = "hf_roformer_masked_sdpa"  # SDPA's place in recorded graphs
+PER_QUERY_ROTARY = "hf_roformer_per_query_rotary"  # any backend's place where each query rotates the keys itself
+AttentionInterface.register(VARLEN_SDPA, varlen_attention_forward)
+AttentionInterface.register(BLOCKWISE_SDPA, blockwise_attention_forward)
+AttentionInterface.register(MASKED_SDPA, masked_sdpa_forward)
+AttentionInterface.register(PER_QUERY_ROTARY, per_query_rotary_attention_forward)
+
+
+def self_attention_implementation(
+    config: HfRoFormerConfig,
+    hidden_states: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_embeddings: TokenRotation | PerQueryRotation,
+    attention_kwargs: dict,
+    dropout: float,
+) -> str:
+    """The attention function self-attention runs in this forward, chosen once for every layer: the config's backend,
+    or what serves the batch in its place.
+
+    Any backend: `PER_QUERY_ROTARY` where the queries of a length-dependent rope type's decoder do not share one
+    frequency set. Under `sdpa`: `VARLEN_SDPA` over a packed row with a variable-length kernel's boundaries;
+    `BLOCKWISE_SDPA` for attention dropout on CPU, which would send SDPA to its math path (batch x heads x L x L
+    probabilities and dropout mask kept per layer); `MASKED_SDPA` in recorded graphs that need a mask (transformers'
+    `sdpa_attention_forward` tests the query length, which fixes an exported length to the example's side of 1)."""
+    if isinstance(position_embeddings, PerQueryRotation) and not position_embeddings.shared_by_queries:
+        return PER_QUERY_ROTARY
+    implementation = config._attn_implementation
+    if implementation != "sdpa":
+        return implementation
+    if "cu_seq_lens_q" in attention_kwargs:
+        return VARLEN_SDPA
+    if blockwise_attention_applies(hidden_states, dropout):
+        return BLOCKWISE_SDPA
+    causal = config.is_decoder and not config.unilm
+    if traces_graph() and (attention_mask is not None or not causal):
+        return MASKED_SDPA
+    return implementation
 
 
 def self_attention_cache(cache: Cache | None) -> Cache | None:
@@ -130,84 +193,40 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         self.rotary_value = config.rotary_value
 
     def forward(
-        self, hidden_states: torch.Tensor, plan: BatchPlan, cache: Cache | None = None, **kwargs
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_embeddings: TokenRotation | PerQueryRotation | None = None,
+        cache: Cache | None = None,
+        attention_implementation: str | None = None,
+        **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend over the sequence (and the cached keys/values of earlier steps); returns output and weights.
 
-        `kwargs` reach the attention function unchanged, with the plan's own backend arguments (a variable-length
-        kernel's sequence boundaries). In SDPA's place: its variable-length kernel over a packed row, and blockwise
-        attention when attention dropout on CPU would send SDPA to its math path (batch x heads x L x L probabilities
-        and dropout mask kept per layer)."""
-        rotation, cache = plan.rotation, self_attention_cache(cache)
+        `position_embeddings` are the forward's rotations; `attention_implementation` the attention function the
+        model's forward chose for this batch (`self_attention_implementation`; default: the config's backend).
+        `kwargs` reach the attention function unchanged (a variable-length kernel's `cu_seq_lens_q/k`, an engine's
+        per-batch state)."""
+        input_shape = hidden_states.shape[:-1]
+        cache = self_attention_cache(cache)
         query, key, value = self.project_query_key_value(hidden_states)
-        if isinstance(rotation, PerQueryRotation) and rotation.key_cos is None:
-            heads = (*hidden_states.shape[:-1], -1, self.head_dim)
-            query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))
-            output, weights = self._attend_with_keys_rotated_per_query(query, key, value, rotation, cache)
-        else:
-            query, key, value = self._rotate_and_cache(query, key, value, rotation, cache)
-            attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-                self.config._attn_implementation, eager_attention_forward
-            )
-            attention_kwargs = {**plan.attention_kwargs, **kwargs}
-            if self.config._attn_implementation == "sdpa":
-                if "cu_seq_lens_q" in attention_kwargs:
-                    attention_interface = varlen_attention_forward  # a packed row: the variable-length kernel
-                elif blockwise_attention_applies(query, self.attention_dropout):
-                    attention_interface = blockwise_attention_forward
-                elif traces_graph() and (plan.attention_mask is not None or not self.is_causal):
-                    attention_interface = masked_sdpa_forward  # graphs for any length, 1 included
-            output, weights = attention_interface(
-                self,
-                query,
-                key,
-                value,
-                plan.attention_mask,
-                dropout=self.attention_dropout,
-                scaling=self.scaling,
-                **attention_kwargs,
-            )
-        return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
-
-    def _rotate_and_cache(self, query, key, value, rotation, cache) -> tuple[torch.Tensor, ...]:
-        """The projections `(batch, seq, hidden)` as rotated heads `(batch, heads, seq, head_dim)`, the keys and values
-        extended by the cache.
-
-        Per-token rotations rotate before caching, on the projections' own layout (they are fresh tensors nobody else
-        reads: inference may rotate them in place). Length-dependent rope in a decoder (`PerQueryRotation` with one
-        frequency set) caches keys and values unrotated and rotates them with the queries' frequencies."""
-        heads = (*query.shape[:-1], -1, self.head_dim)
-        if isinstance(rotation, PerQueryRotation):
+        if position_embeddings.keys_cached_rotated:  # RoPE as the paper: rotate, then cache
+            query, key, value = position_embeddings.rotate_heads(self.head_dim, query, key, value, self.rotary_value)
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+        else:  # length-dependent rope in a decoder: keys cached unrotated, rotated with the queries' frequencies
+            heads = (*input_shape, -1, self.head_dim)
             query, key, value = (states.view(heads).transpose(1, 2) for states in (query, key, value))
             if cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
-            query = rotate_interleaved(query, rotation.cos, rotation.sin)
-            if self.rotary_value:
-                value = rotate_interleaved(value, rotation.key_cos, rotation.key_sin)
-            return query, rotate_interleaved(key, rotation.key_cos, rotation.key_sin), value
-        projections = (query, key, value) if self.rotary_value else (query, key)
-        rotated = rotation.rotate_projections(self.head_dim, *projections, in_place=True)
-        query, key = rotated[0], rotated[1]
-        value = rotated[2] if self.rotary_value else value.view(heads).transpose(1, 2)
-        if cache is not None:
-            key, value = cache.update(key, value, self.layer_idx)
-        return query, key, value
-
-    def _attend_with_keys_rotated_per_query(self, query, key, value, rotation: PerQueryRotation, cache):
-        """Length-dependent rope in a decoder where the queries' frequencies differ: each query rotates the
-        (unrotated, cached) keys with its own, which no attention backend does."""
-        if cache is not None:
-            key, value = cache.update(key, value, self.layer_idx)
-        return per_query_rotary_attention(
-            query,
-            key,
-            value,
-            rotation,
-            self.scaling,
-            dropout=self.attention_dropout,
-            training=self.training,
-            rotary_value=self.rotary_value,
+            query, key, value = position_embeddings.rotate_with_query_frequencies(query, key, value, self.rotary_value)
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            attention_implementation or self.config._attn_implementation, eager_attention_forward
         )
+        output, weights = attention_interface(
+            self, query, key, value, attention_mask, dropout=self.attention_dropout, scaling=self.scaling, **kwargs
+        )
+        return output.reshape(*input_shape, -1).contiguous(), weights
 
 
 class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
@@ -224,13 +243,18 @@ class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
         self.rotary_value = config.rotary_value
 
     def forward(
-        self, hidden_states: torch.Tensor, plan: BatchPlan, cache: Cache | None = None, **kwargs
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_embeddings: TokenRotation | None = None,
+        cache: Cache | None = None,
+        **kwargs,
     ) -> tuple[torch.Tensor, None]:
-        """Attend with eq. 19; the plan's mask is the 2D padding mask of the current tokens (1 = real)."""
+        """Attend with eq. 19; `attention_mask` is the 2D padding mask of the current tokens (1 = real)."""
         heads = (*hidden_states.shape[:-1], -1, self.head_dim)
         projections = self.project_query_key_value(hidden_states)
         query, key, value = (states.view(heads).transpose(1, 2) for states in projections)
-        rotation = plan.rotation
+        rotation = position_embeddings
         if self.rotary_value:
             (value,) = rotation.rotate(value)
         features = linear_attention_features(
@@ -239,7 +263,7 @@ class HfRoFormerLinearSelfAttention(HfRoFormerAttentionBase):
             lambda x: rotation.rotate(x)[0],
             self.config.linear_feature_map,
             self.config.linear_rotation_order,
-            plan.attention_mask,
+            attention_mask,
         )
         eps = self.config.linear_attention_eps
         if not self.is_causal:
@@ -263,12 +287,13 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        plan: BatchPlan,
         encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
         cache: EncoderDecoderCache | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend from the decoder states to the encoder states, projecting the latter once per generation."""
+        """Attend from the decoder states to the encoder states (`attention_mask`: over the encoder's padding),
+        projecting the latter once per generation."""
         query = self.split_heads(self.query, hidden_states)
         is_updated = cache is not None and cache.is_updated.get(self.layer_idx, False)
         if is_updated:
@@ -288,7 +313,7 @@ class HfRoFormerCrossAttention(HfRoFormerAttentionBase):
             query,
             key,
             value,
-            plan.encoder_attention_mask,
+            attention_mask,
             dropout=self.attention_dropout,
             scaling=self.scaling,
             **kwargs,

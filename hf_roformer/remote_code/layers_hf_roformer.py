@@ -19,7 +19,6 @@ from .attention_hf_roformer import (
     HfRoFormerLinearSelfAttention,
     HfRoFormerSelfAttention,
 )
-from .batch_plan_hf_roformer import BatchPlan
 from .configuration_hf_roformer import HfRoFormerConfig
 from .input_checks_hf_roformer import check_embeds_dtype, check_ids_in_range
 from .memory_saving_hf_roformer import (
@@ -166,16 +165,23 @@ class HfRoFormerLayer(GradientCheckpointingLayer):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        plan: BatchPlan,
         encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_embeddings=None,
+        encoder_attention_mask: torch.Tensor | None = None,
         cache: Cache | None = None,
         **kwargs,
     ) -> torch.Tensor:
-        """Transform `hidden_states` in the layout, with the masks and rotations, of the forward's `plan`."""
-        hidden_states = self.attention(hidden_states, plan, cache=cache, **kwargs)
+        """Transform `hidden_states` with the self-attention `attention_mask` and the rotations
+        `position_embeddings`, attending to `encoder_hidden_states` (over `encoder_attention_mask`) in decoders with
+        cross-attention; `kwargs` reach every attention function."""
+        hidden_states = self.attention(
+            hidden_states, attention_mask=attention_mask, position_embeddings=position_embeddings, cache=cache, **kwargs
+        )
         if encoder_hidden_states is not None:
+            kwargs.pop("attention_implementation", None)  # chosen for self-attention; cross-attention runs the config's
             hidden_states = self.crossattention(
-                hidden_states, plan, encoder_hidden_states, cache=cache, **kwargs
+                hidden_states, encoder_hidden_states, attention_mask=encoder_attention_mask, cache=cache, **kwargs
             )
         if self.chunk_size_feed_forward > 0:  # memory only: the same result, computed in chunks of tokens
             chunks = hidden_states.split(self.chunk_size_feed_forward, dim=1)  # any length (the last chunk is shorter)
@@ -200,24 +206,12 @@ class HfRoFormerLayer(GradientCheckpointingLayer):
 
 
 class HfRoFormerEncoder(nn.Module):
-    """The stack of layers (`encoder.layer.N`, the parameter names of transformers' RoFormer)."""
+    """The stack of layers (`encoder.layer.N`, the parameter names of transformers' RoFormer), run in turn by
+    `HfRoFormerModel.forward`."""
 
     def __init__(self, config: HfRoFormerConfig):
         super().__init__()
         self.layer = nn.ModuleList([HfRoFormerLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        plan: BatchPlan,
-        encoder_hidden_states: torch.Tensor | None = None,
-        **kwargs,
-    ) -> torch.Tensor:
-        """Run every layer in turn (extra keyword arguments are passed to each layer)."""
-        for layer in self.layer:
-            # hidden states and encoder states positionally, so reentrant gradient checkpointing propagates gradients
-            hidden_states = layer(hidden_states, plan, encoder_hidden_states, **kwargs)
-        return hidden_states
 
 
 def real_token_states(sequence_output: torch.Tensor, attention_mask: torch.Tensor | None, last: bool = False):

@@ -30,12 +30,23 @@ from transformers.utils.generic import can_return_tuple, merge_with_config_defau
 from transformers.utils.output_capturing import capture_outputs
 
 from .attention_hf_roformer import (
+    PER_QUERY_ROTARY,
     HfRoFormerCrossAttention,
     HfRoFormerLinearSelfAttention,
     HfRoFormerSelfAttention,
     self_attention_cache,
+    self_attention_implementation,
 )
-from .batch_plan_hf_roformer import plan_batch
+from .batch_layout_hf_roformer import (
+    check_packed_rows,
+    cross_attention_mask,
+    packed_row_mask,
+    packed_row_sequences,
+    rotates_keys_per_query,
+    self_attention_mask,
+    split_packed_row_boundaries,
+    unpad_where_allowed,
+)
 from .configuration_hf_roformer import HfRoFormerConfig
 from .heads_hf_roformer import (
     HfRoFormerClassificationHead,
@@ -66,6 +77,7 @@ from .layers_hf_roformer import (
     real_token_states,
 )
 from .linear_attention_hf_roformer import HfRoFormerLinearAttentionCache
+from .padding_free_hf_roformer import varlen_kernel_applies
 from .releases_hf_roformer import CACHE_FIELD, accepts_either_cache_name, cache_output, output_cache
 from .rotary_hf_roformer import HfRoFormerRotaryEmbedding
 from .saving_hf_roformer import HfRoFormerSavingMixin
@@ -189,26 +201,70 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         use_cache = bool(use_cache) and self.config.is_decoder
         if use_cache:
             cache = self._prepare_cache(cache, encoder_hidden_states)
+        past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states = self.embeddings(input_ids, token_type_ids, inputs_embeds)
         if hasattr(self, "embeddings_project"):
             hidden_states = self.embeddings_project(hidden_states)
+        if position_ids is None:
+            position_ids = torch.arange(past_length, past_length + hidden_states.shape[1], device=hidden_states.device)
+            position_ids = position_ids[None]
         if self.pooler is not None:  # the pooler reads one vector per row (its first real token)
             read_positions = "all" if read_positions == "all" else (0, *(read_positions or ()))
-        plan = plan_batch(
-            self.config, hidden_states, self.rotary_emb, attention_mask=attention_mask, position_ids=position_ids,
-            token_type_ids=token_type_ids, cache=cache, encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask, read_positions=read_positions, training=self.training,
-            attention_kwargs=kwargs,
+
+        # The batch layout, decided once: one row of sequences the caller packed (their boundaries in `kwargs`), the
+        # real tokens of a padded batch packed into one row (`config.padding_free`), or the rows as given.
+        boundaries, kwargs = split_packed_row_boundaries(kwargs)
+        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
+        varlen_kernel_runs = varlen_kernel_applies(self.config._attn_implementation, hidden_states, dropout)
+        varlen_kernel_runs = varlen_kernel_runs and not rotates_keys_per_query(self.config)
+        unpadded = None
+        if boundaries:
+            check_packed_rows(
+                self.config, hidden_states, boundaries, attention_mask=attention_mask, cache=cache,
+                encoder_hidden_states=encoder_hidden_states, read_positions=read_positions,
+            )
+            sequence_ids, varlen_kwargs = packed_row_sequences(boundaries, hidden_states, varlen_kernel_runs)
+        else:
+            unpadded = unpad_where_allowed(
+                self.config, hidden_states, attention_mask, cache=cache, encoder_hidden_states=encoder_hidden_states,
+                read_positions=read_positions, attention_kwargs=kwargs, varlen_kernel_runs=varlen_kernel_runs,
+            )
+            if unpadded is not None:  # one row of the real tokens until the layers are done
+                hidden_states, position_ids = unpadded.pack(hidden_states), unpadded.pack(position_ids)
+                sequence_ids = unpadded.sequence_ids
+                varlen_kwargs = unpadded.varlen_kwargs() if varlen_kernel_runs else {}
+        if boundaries or unpadded is not None:
+            position_embeddings = self.rotary_emb.for_packed_row(position_ids, sequence_ids)
+            layers_mask = None if varlen_kwargs else packed_row_mask(self.config, hidden_states, sequence_ids)
+            kwargs = {**kwargs, **varlen_kwargs}
+        else:
+            position_embeddings = self.rotary_emb.for_rows(position_ids, attention_mask, past_length)
+            layers_mask = self_attention_mask(self.config, hidden_states, attention_mask, cache, token_type_ids)
+        encoder_mask = None
+        if encoder_hidden_states is not None:
+            encoder_mask = cross_attention_mask(
+                self.config, hidden_states, encoder_hidden_states, encoder_attention_mask
+            )
+        attention_implementation = self_attention_implementation(
+            self.config, hidden_states, layers_mask, position_embeddings, kwargs, dropout
         )
-        hidden_states = self.encoder(
-            plan.pack(hidden_states), plan, encoder_hidden_states, cache=cache, **plan.layer_kwargs
-        )
-        sequence_output = plan.unpack(hidden_states)
+        if attention_implementation == PER_QUERY_ROTARY:
+            kwargs["query_rotations"] = position_embeddings
+
+        for layer in self.encoder.layer:
+            # hidden states and encoder states positionally, so reentrant gradient checkpointing propagates gradients
+            hidden_states = layer(
+                hidden_states, encoder_hidden_states, attention_mask=layers_mask,
+                position_embeddings=position_embeddings, encoder_attention_mask=encoder_mask, cache=cache,
+                attention_implementation=attention_implementation, **kwargs,
+            )
+        if unpadded is not None:  # rows again, zeros at the padding
+            hidden_states = unpadded.unpack(hidden_states)
         if use_cache and self.config.attention_type == "linear":
-            self_attention_cache(cache).seen_tokens += sequence_output.shape[1]
+            self_attention_cache(cache).seen_tokens += hidden_states.shape[1]
         return BaseModelOutputWithPoolingAndCrossAttentions(
-            last_hidden_state=sequence_output,
-            pooler_output=None if self.pooler is None else self.pooler(sequence_output, attention_mask),
+            last_hidden_state=hidden_states,
+            pooler_output=None if self.pooler is None else self.pooler(hidden_states, attention_mask),
             **cache_output(cache if use_cache else None),
         )
 

@@ -35,6 +35,25 @@ class PerQueryRotation(NamedTuple):
     key_sin: torch.Tensor | None
     allowed: torch.Tensor  # (batch, seq, keys) bool: causal and padding mask
 
+    keys_cached_rotated = False  # keys (and values) enter the cache unrotated
+
+    @property
+    def shared_by_queries(self) -> bool:
+        """Whether every query has the same frequencies, so keys can be rotated once for all of them."""
+        return self.key_cos is not None
+
+    def rotate_with_query_frequencies(self, query, key, value, rotate_value: bool = False) -> tuple[torch.Tensor, ...]:
+        """Rotate `(batch, heads, seq, d)` queries and the cached + current keys (and values with `rotate_value`) where
+        the queries share one frequency set; otherwise return them as they are, for `per_query_rotary_attention`, which
+        rotates the keys with each query's own frequencies."""
+        if not self.shared_by_queries:
+            return query, key, value
+        query = rotate_interleaved(query, self.cos, self.sin)
+        key = rotate_interleaved(key, self.key_cos, self.key_sin)
+        if rotate_value:
+            value = rotate_interleaved(value, self.key_cos, self.key_sin)
+        return query, key, value
+
 
 class HfRoFormerRotaryEmbedding(nn.Module):
     """Computes cos/sin of the RoPE angles of given token positions, once per forward, shared by all layers.
@@ -64,6 +83,39 @@ class HfRoFormerRotaryEmbedding(nn.Module):
         """
         inv_freq = rope_inverse_frequencies(self.config, lengths, position_ids.device)
         return rotation_cos_sin(position_ids, inv_freq)
+
+    def for_rows(
+        self, position_ids: torch.LongTensor, attention_mask: torch.Tensor | None, past_length: int = 0
+    ) -> "TokenRotation | PerQueryRotation":
+        """The rotations of a batch of rows: per token, or per query for length-dependent rope types in decoders (so
+        cached decoding equals a full forward). Encoders give length-dependent types each row's number of real tokens
+        (from the 2D padding mask)."""
+        padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
+        if not self.depends_on_length:
+            return TokenRotation(*self(position_ids))
+        if self.config.is_decoder:
+            return self.per_query(position_ids, past_length, padding_mask)
+        if padding_mask is None:
+            lengths = torch.full((1, 1), position_ids.shape[-1], device=position_ids.device)
+        else:
+            lengths = padding_mask[:, -position_ids.shape[-1] :].sum(dim=-1, keepdim=True)
+        return TokenRotation(*self(position_ids, lengths=lengths))
+
+    def for_packed_row(
+        self, position_ids: torch.LongTensor, sequence_ids: torch.Tensor
+    ) -> "TokenRotation | PerQueryRotation":
+        """The rotations of one row of packed sequences (`sequence_ids` `(1, tokens)`): the given positions;
+        length-dependent types see each sequence's own length (decoders: the prefix each query sees, keys restricted to
+        its own sequence)."""
+        positions = position_ids.expand(1, sequence_ids.shape[1])
+        if not self.depends_on_length:
+            return TokenRotation(*self(positions))
+        if self.config.is_decoder:
+            same_sequence = sequence_ids[0, :, None] == sequence_ids[0, None, :]
+            return self.per_query(positions, 0, None, allowed_keys=same_sequence[None])
+        ones = torch.ones_like(sequence_ids[0])
+        counts = torch.zeros_like(sequence_ids[0]).index_add_(0, sequence_ids[0], ones)
+        return TokenRotation(*self(positions, lengths=counts[sequence_ids]))
 
     @torch.no_grad()
     def per_query(
@@ -215,8 +267,11 @@ class TokenRotation:
     the fused kernel reads cos/sin as they are (CUDA with Triton); eager PyTorch multiplies by the complex rotation
     e^(i m theta), `(batch or 1, seq, 1, d/2)` for projections `(batch, seq, heads, d/2)` and its `(batch or 1, 1, seq,
     d/2)` view for heads; recorded graphs (compiled, exported, ONNX) use real cos/sin with a head axis (`traces_graph`).
-    Layers thus pay one fused operation per tensor and no per-layer setup.
+    Layers thus pay one fused operation per tensor and no per-layer setup. It unpacks as `cos, sin`, the
+    `position_embeddings` of transformers' rotary models.
     """
+
+    keys_cached_rotated = True  # keys enter the cache rotated, as the paper's attention reads them
 
     def __init__(self, cos: torch.Tensor, sin: torch.Tensor):
         self.cos, self.sin = cos, sin
@@ -226,6 +281,20 @@ class TokenRotation:
         if not self.uses_kernel and not self.traced:
             self.complex_tokens = torch.complex(cos, sin).unsqueeze(2)
             self.complex = self.complex_tokens.transpose(1, 2)
+
+    def __iter__(self):
+        return iter((self.cos, self.sin))
+
+    def rotate_heads(
+        self, head_dim: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, rotate_value: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`(batch, seq, heads * head_dim)` projections as heads `(batch, heads, seq, head_dim)`, queries and keys (and
+        values with `rotate_value`) rotated; fresh projections nobody else reads, so inference rotates them in place."""
+        projections = (query, key, value) if rotate_value else (query, key)
+        rotated = list(self.rotate_projections(head_dim, *projections, in_place=True))
+        if not rotate_value:
+            rotated.append(value.view(*value.shape[:-1], -1, head_dim).transpose(1, 2))
+        return rotated[0], rotated[1], rotated[2]
 
     def rotate(self, *tensors: torch.Tensor, in_place: bool = False) -> list[torch.Tensor]:
         """Rotate each `(batch, heads, seq, d)` tensor (queries, keys, values) by its tokens' angles; the kernel

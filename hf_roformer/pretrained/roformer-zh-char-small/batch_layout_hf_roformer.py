@@ -1,0 +1,1 @@
+../../remote_code/batch_layout_hf_roformer.py

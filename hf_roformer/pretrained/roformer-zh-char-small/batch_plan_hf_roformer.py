@@ -1,1 +1,0 @@
-../../remote_code/batch_plan_hf_roformer.py
