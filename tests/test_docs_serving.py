@@ -29,7 +29,10 @@ def test_the_serving_page_prints_what_it_says(serving_page):
 @pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed here: run `make test-serving`")
 def test_the_served_blocks_print_what_the_page_says(serving_page):
     run = serving_page
-    assert '"object":"list"' in run.output_of("/v1/embeddings -H")  # curl's answer
+    native = run.output_of("-o embeddings.json")
+    assert '"object":"list"' in native  # curl's answer
+    assert "Resolved architecture: HfRoFormerModel" in native  # hf_roformer's own vLLM model, through its plugin
+    assert "Resolved architecture: Transformers" in run.output_of("-o backend.json")  # vLLM's Transformers backend
     output = run.output_of("embeddings.create")
     printed = re.search(r"(\d+) tokens; largest difference to the model alone: (\S+)", output)
     assert printed and int(printed[1]) > 1400 and float(printed[2]) <= 1e-5, output

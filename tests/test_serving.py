@@ -351,3 +351,27 @@ def test_segment_ids_of_the_one_served_row_come_without_a_batch_dimension(tmp_pa
         assert (alone - without_segments).abs().max() > 1e-4
     with pytest.raises(ValueError, match=r"`token_type_ids` must have 2 dimensions, got shape \(5,\)"):
         model(input_ids=torch.tensor([REQUESTS[0]] * 2), token_type_ids=torch.zeros(5, dtype=torch.long))
+
+
+def test_the_vllm_plugin_registers_a_native_model_for_each_architecture_it_names():
+    """setup.cfg declares the plugin vLLM loads; each architecture it registers is one hf_roformer saves, served by a
+    class of the native model module (read without importing it: vLLM is not installed here)."""
+    import configparser
+
+    from hf_roformer.integrations.vllm_plugin import NATIVE_MODELS
+
+    root = Path(__file__).resolve().parents[1]
+    setup = configparser.ConfigParser()
+    setup.read(root / "setup.cfg")
+    assert setup["options.entry_points"]["vllm.general_plugins"].split() == [
+        "hf_roformer",
+        "=",
+        "hf_roformer.integrations.vllm_plugin:register",
+    ]
+    module = ast.parse((root / "hf_roformer" / "integrations" / "vllm_model.py").read_text(encoding="utf-8"))
+    classes = {node.name for node in module.body if isinstance(node, ast.ClassDef)}
+    assert {"HfRoFormerModel", "HfRoFormerForSequenceClassification", "HfRoFormerForCausalLM"} <= set(NATIVE_MODELS)
+    for architecture, target in NATIVE_MODELS.items():
+        assert hasattr(hf_roformer, architecture), architecture
+        path, name = target.split(":")
+        assert path == "hf_roformer.integrations.vllm_model" and name in classes, target

@@ -14,9 +14,11 @@ from vllm_models import (
     TEXTS,
     config,
     largest_difference,
+    pair_scores,
     save,
     serving,
     tokenizer,
+    trained_on_pairs,
 )
 from vllm_servers import vllm_installed
 
@@ -27,15 +29,6 @@ import hf_roformer  # noqa: E402
 
 
 # --- classifiers: /classify, /score, /rerank ----------------------------------------------------------------------
-
-
-def trained_on_pairs(model: hf_roformer.HfRoFormerForSequenceClassification) -> None:
-    """Give the model what fine-tuning on sentence pairs gives it: a second segment embedding of its own, and logits
-    that spread (not all near one value), so a lost segment id shows in the output."""
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        model.roformer.embeddings.token_type_embeddings.weight[1].normal_(generator=generator)
-        model.classifier.out_proj.weight.mul_(20)
 
 
 @pytest.fixture(scope="module")
@@ -103,18 +96,6 @@ def cross_encoder(tmp_path_factory):
     model = save(model, directory / "model")
     with serving(directory / "model", "--dtype", "float32", directory=directory) as server:
         yield model, server
-
-
-def pair_scores(model, query: str, documents: list[str], segment_ids: bool = True) -> torch.Tensor:
-    """The model's sigmoid score of (query, document) for each document, run alone, with or without segment ids."""
-    scores = []
-    with torch.no_grad():
-        for document in documents:
-            inputs = tokenizer()(query, document, return_tensors="pt")
-            if not segment_ids:
-                inputs.pop("token_type_ids")
-            scores.append(model(**inputs).logits[0, 0].sigmoid())
-    return torch.stack(scores)
 
 
 def test_score_passes_the_segment_ids_of_each_pair(cross_encoder):

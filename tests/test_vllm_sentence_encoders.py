@@ -30,15 +30,18 @@ from hf_roformer.integrations.serving import save_with_dense_pooler  # noqa: E40
 # --- RoFormer-Sim: its pooler as a Dense layer --------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
+@pytest.fixture(scope="module", params=["remote code", "native"])
+def sim(request, tmp_path_factory):
     """A RoFormer-Sim-like model (UniLM causal LM with a linear pooler, as converted), copied by
-    `save_with_dense_pooler` and served in float32."""
+    `save_with_dense_pooler` and served in float32: from its remote code (an install without hf_roformer), and by
+    hf_roformer's native vLLM model (the package installed), which applies the Dense layer vLLM reads, not the pooler
+    a second time."""
     directory = tmp_path_factory.mktemp("sim")
     sim_config = config(is_decoder=True, unilm=True, pooler_activation="linear")
     save(hf_roformer.HfRoFormerForCausalLM(sim_config), directory / "sim")
     served = save_with_dense_pooler(directory / "sim", directory / "sim-vllm")
-    with serving(served, "--dtype", "float32", directory=directory) as server:
+    native = request.param == "native"
+    with serving(served, "--dtype", "float32", directory=directory, native=native) as server:
         yield directory, server
 
 

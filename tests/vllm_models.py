@@ -24,7 +24,7 @@ SIZES = dict(
 )
 TEXTS = ["今天天气很好", "明天天气不好。", "这家餐厅的菜很好吃，服务也周到", "等了一个小时才上菜，太失望了"]
 # 3 x the trained length in tokens ([CLS] + 190 characters + [SEP]).
-LONG_TEXT = ("房间干净，位置方便，下次还来。物流很快，包装完好，推荐！" * 7)[:3 * TRAINED_LENGTH - 2]
+LONG_TEXT = ("房间干净，位置方便，下次还来。物流很快，包装完好，推荐！" * 7)[: 3 * TRAINED_LENGTH - 2]
 FLOAT32_TOLERANCE = 1e-5
 # The bound on the difference to the float32 model (normalized vectors) the tests hold in half precision: measured
 # 3.8e-4 in float16 and 3.9e-3 in bfloat16 on these models and texts (docs/serving.md states both).
@@ -38,10 +38,10 @@ HALF_PRECISION_BOUNDS = {"float16": 1e-3, "bfloat16": 1e-2}
 ENGINE_RUNS_THE_MODEL = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
-def serving(model_directory, *options: str, directory, environment: dict | None = None):
+def serving(model_directory, *options: str, directory, environment: dict | None = None, native: bool = False):
     """`running(...)` (tests/vllm_servers.py) with the model run inside vLLM's engine process."""
     environment = {**ENGINE_RUNS_THE_MODEL, **(environment or {})}
-    return running(model_directory, *options, directory=directory, environment=environment)
+    return running(model_directory, *options, directory=directory, environment=environment, native=native)
 
 
 def tokenizer():
@@ -90,3 +90,24 @@ def embeddings(server, texts: list[str]) -> torch.Tensor:
 
 def largest_difference(served: torch.Tensor, expected: torch.Tensor) -> float:
     return (served - expected).abs().max().item()
+
+
+def trained_on_pairs(model: hf_roformer.HfRoFormerForSequenceClassification) -> None:
+    """Give the model what fine-tuning on sentence pairs gives it: a second segment embedding of its own, and logits
+    that spread (not all near one value), so a lost segment id shows in the output."""
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        model.roformer.embeddings.token_type_embeddings.weight[1].normal_(generator=generator)
+        model.classifier.out_proj.weight.mul_(20)
+
+
+def pair_scores(model, query: str, documents: list[str], segment_ids: bool = True) -> torch.Tensor:
+    """The model's sigmoid score of (query, document) for each document, run alone, with or without segment ids."""
+    scores = []
+    with torch.no_grad():
+        for document in documents:
+            inputs = tokenizer()(query, document, return_tensors="pt")
+            if not segment_ids:
+                inputs.pop("token_type_ids")
+            scores.append(model(**inputs).logits[0, 0].sigmoid())
+    return torch.stack(scores)

@@ -33,7 +33,10 @@ REQUEST_SECONDS = 300
 # The options every server here runs with (docs/serving.md): the pooling runner, the model's own code, no graph
 # capture, and a fixed memory reservation (vLLM's default reserves 92% of the machine's memory, and refuses to start
 # where less is free).
-COMMON_OPTIONS = ("--runner", "pooling", "--trust-remote-code", "--enforce-eager", "--kv-cache-memory-bytes", "1G")
+COMMON_OPTIONS = ("--runner", "pooling", "--enforce-eager", "--kv-cache-memory-bytes", "1G")
+# The remote-code route adds `--trust-remote-code` (and blocks hf_roformer); the native route, hf_roformer's plugin,
+# needs neither.
+REMOTE_CODE_OPTIONS = ("--trust-remote-code",)
 # The blocker's own check imports hf_roformer, which would stop the server if the blocker failed; a
 # `sitecustomize` must not stop the interpreter, so here the check is left out.
 BLOCKER = WITHOUT_THE_PACKAGE.split("try:", 1)[0]
@@ -128,37 +131,36 @@ def process_group_alive(group: int) -> bool:
     return True
 
 
-def server_environment(directory: Path, environment: dict | None = None) -> dict:
-    """The server's environment: offline, its own remote-code cache, hf_roformer blocked in every process."""
-    blocker = directory / "without_hf_roformer"
-    blocker.mkdir(parents=True, exist_ok=True)
-    (blocker / "sitecustomize.py").write_text(BLOCKER, encoding="utf-8")
-    return {
-        **os.environ,
-        "PYTHONPATH": str(blocker),
-        "HF_HUB_OFFLINE": "1",
-        "HF_MODULES_CACHE": str(directory / "modules"),
-        **(environment or {}),
-    }
+def server_environment(directory: Path, environment: dict | None = None, native: bool = False) -> dict:
+    """The server's environment: offline, its own remote-code cache, and hf_roformer blocked in every process (the
+    remote-code route) or importable, so vLLM loads its plugin (`native`)."""
+    served = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(directory / "modules")}
+    if not native:
+        blocker = directory / "without_hf_roformer"
+        blocker.mkdir(parents=True, exist_ok=True)
+        (blocker / "sitecustomize.py").write_text(BLOCKER, encoding="utf-8")
+        served["PYTHONPATH"] = str(blocker)
+    return {**served, **(environment or {})}
 
 
 def launch(model_directory: str | os.PathLike, *options: str, directory: str | os.PathLike,
-           environment: dict | None = None) -> VllmServer:  # fmt: skip
+           environment: dict | None = None, native: bool = False) -> VllmServer:  # fmt: skip
     """Start `python -m vllm.entrypoints.openai.api_server --model MODEL_DIRECTORY` with the common options and
-    `options`, writing its output to `directory`/server-PORT.log; returns at once (see `wait_until_ready`)."""
+    `options`, writing its output to `directory`/server-PORT.log; returns at once (see `wait_until_ready`). The
+    remote-code route by default; `native`: hf_roformer's own vLLM model, through its plugin."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = directory / f"server-{port}.log"
     command = [sys.executable, "-m", SERVER_MODULE, "--model", str(model_directory), "--host", "127.0.0.1",
-               "--port", str(port), *COMMON_OPTIONS, *options]  # fmt: skip
+               "--port", str(port), *COMMON_OPTIONS, *(() if native else REMOTE_CODE_OPTIONS), *options]  # fmt: skip
     with open(log, "wb") as output:
         process = subprocess.Popen(
             command,
             stdout=output,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=server_environment(directory, environment),
+            env=server_environment(directory, environment, native),
             start_new_session=True,  # its own process group, led by its id
         )
     return VllmServer(process, port, str(model_directory), log)
@@ -179,18 +181,19 @@ def wait_until_ready(server: VllmServer, seconds: float = START_SECONDS) -> bool
 
 
 def start(model_directory: str | os.PathLike, *options: str, directory: str | os.PathLike,
-          environment: dict | None = None) -> VllmServer:  # fmt: skip
+          environment: dict | None = None, native: bool = False) -> VllmServer:  # fmt: skip
     """A server answering requests for `model_directory`; `ServerFailed` with its output if it stopped instead."""
-    server = launch(model_directory, *options, directory=directory, environment=environment)
+    server = launch(model_directory, *options, directory=directory, environment=environment, native=native)
     if not wait_until_ready(server):
         server.stop()
         raise ServerFailed(f"vLLM stopped (exit status {server.process.returncode}):\n{server.output()[-6000:]}")
     return server
 
 
-def refusal(model_directory: str | os.PathLike, *options: str, directory: str | os.PathLike) -> str:
+def refusal(model_directory: str | os.PathLike, *options: str, directory: str | os.PathLike,
+            native: bool = False) -> str:  # fmt: skip
     """Start a server expected to refuse the model; its output once it has stopped (`ServerFailed` if it answers)."""
-    server = launch(model_directory, *options, directory=directory)
+    server = launch(model_directory, *options, directory=directory, native=native)
     try:
         if wait_until_ready(server):
             raise ServerFailed(f"vLLM started serving {model_directory}, expected a refusal")
@@ -201,9 +204,9 @@ def refusal(model_directory: str | os.PathLike, *options: str, directory: str | 
 
 @contextlib.contextmanager
 def running(model_directory: str | os.PathLike, *options: str, directory: str | os.PathLike,
-            environment: dict | None = None):  # fmt: skip
+            environment: dict | None = None, native: bool = False):  # fmt: skip
     """A started server for the duration of the `with` block, stopped at its end whatever happens."""
-    server = start(model_directory, *options, directory=directory, environment=environment)
+    server = start(model_directory, *options, directory=directory, environment=environment, native=native)
     try:
         yield server
     finally:
