@@ -1,5 +1,5 @@
-"""CPU at its limit: the machine's matrix-multiply peak per precision, and hf_roformer, BERT-SDPA and ONNX Runtime at
-base size measured against it, in one run.
+"""CPU at its limit: the machine's matrix-multiply peak per precision, and hf_roformer, BERT-SDPA, ONNX Runtime and
+OpenVINO at base size measured against it, in one run.
 
     python benchmarks/bench_cpu_limit.py            # base size (768 hidden, 12 layers, 12 heads, 3,072 feed-forward)
     python benchmarks/bench_cpu_limit.py --quick    # a tiny model and short inputs: checks that every row runs
@@ -16,6 +16,10 @@ Rows (random weights, dropout 0, no downloads):
   both PyTorch models in bf16 under `torch.compile` too: at 8 x 512 as compiled by default, and at 8 x 512 and
   4 x 2,048 with frozen weights (Inductor's `freezing`, the CPU inference setting); where the CPU has AMX-INT8,
   hf_roformer quantized by torchao (int8 weights and activations) and compiled with frozen weights, at 8 x 512.
+- OpenVINO (both models, converted by `openvino.convert_model` from each shape's batch, compiled for the CPU): fp32
+  and, where the CPU has AMX-BF16 or AVX512-BF16, bf16 up to 512 tokens (with the other rows, converting at 4 x 2,048
+  ran out of a 24 GB machine's memory); int8 through NNCF (OpenVINO's own quantizer,
+  int8 weights and activations) at 8 x 512. A table gives each model's fastest route per precision and shape.
 - Training at 8 x 512: forward, backward and an AdamW step under bf16 autocast (fp32 weights).
 
 Every row reports tokens/s, model FLOP/s (per token 2 x the encoder's weights plus 4 x length x hidden per layer;
@@ -177,6 +181,21 @@ def onnx_call(session, batch: dict) -> Callable[[], object]:
     return lambda: session.run(None, feed)
 
 
+def openvino_int8_call(model: torch.nn.Module, batch: dict, threads: int) -> Callable[[], object]:
+    """The model converted by OpenVINO from `batch` and quantized by NNCF (OpenVINO's own quantizer: int8 weights and
+    activations, transformer preset, calibrated on the batch itself), compiled for the CPU on `threads` threads."""
+    import nncf
+    import openvino
+
+    converted = openvino.convert_model(model, example_input=batch)
+    arrays = {name: tensor.numpy() for name, tensor in batch.items()}
+    quantized = nncf.quantize(
+        converted, nncf.Dataset([arrays]), model_type=nncf.ModelType.TRANSFORMER, subset_size=1
+    )
+    compiled = openvino.compile_model(quantized, "CPU", {"INFERENCE_NUM_THREADS": threads})
+    return lambda: compiled(arrays)[0]
+
+
 def training_step(model: torch.nn.Module, batch: dict, precision: str = "bf16") -> Callable[[], object]:
     """One forward, backward and AdamW step: under bf16 autocast (fp32 master weights), or all in fp32 with
     `precision="fp32"`."""
@@ -220,6 +239,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row keeps its best")
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile rows")
     parser.add_argument("--no-onnx", action="store_true", help="leave out the ONNX Runtime rows")
+    parser.add_argument("--no-openvino", action="store_true", help="leave out the OpenVINO rows")
     parser.add_argument("--output", help="results file name (default: cpu_limit, or cpu_limit_quick with --quick)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -275,6 +295,19 @@ def main() -> None:
         for shape in [shape for shape in shapes if shape[1] <= 512]:  # see the module's docstring
             add(f"onnxruntime fp32 {shape[0]}x{shape[1]}", "fp32", shape, onnx_call(sessions["fp32"], batches[shape]))
             add(f"onnxruntime int8 {shape[0]}x{shape[1]}", "int8", shape, onnx_call(sessions["int8"], batches[shape]))
+    if not args.no_openvino:
+        import openvino
+        from bench_openvino import openvino_call
+
+        ov_precisions = [("fp32", "f32")] + [("bf16", "bf16")] * ("amx_bf16" in flags or "avx512_bf16" in flags)
+        for shape in [shape for shape in shapes if shape[1] <= 512]:  # converting at 4 x 2,048 ran out of 24 GB
+            for kind in models:
+                for label, hint in ov_precisions:
+                    call = openvino_call(openvino, models[kind], batches[shape], hint, args.threads)
+                    add(f"{kind} openvino {label} {shape[0]}x{shape[1]}", label, shape, call)
+        for kind in models:  # NNCF's quantization takes minutes at base size: the focus shape only
+            call = openvino_int8_call(models[kind], batches[focus], args.threads)
+            add(f"{kind} openvino int8 nncf {focus[0]}x{focus[1]}", "int8", focus, call)
     if not args.no_compile:
         for kind in models:
             for precision, model in (("bf16", bf16[kind]),):  # the precision of the targets (a compile takes minutes)
@@ -338,6 +371,11 @@ def main() -> None:
     machine = benchlib.machine_info(torch.device("cpu"))
     import onnxruntime
 
+    if not args.no_openvino:
+        import nncf
+        import openvino
+
+        machine.update(openvino=openvino.__version__, nncf=nncf.__version__)
     machine.update(cpu_flags=flags, onnxruntime=onnxruntime.__version__, load_average_before=load_before,
                    load_average_after=load_after, threads=args.threads, rounds=args.rounds)  # fmt: skip
     profile = {
@@ -356,9 +394,10 @@ def main() -> None:
 def render(payload: dict, square: str) -> str:
     machine, size, results = payload["machine"], payload["size"], payload["results"]
     lines = [
-        "# CPU at its limit: hf_roformer, BERT-SDPA and ONNX Runtime against the machine's GEMM peak\n",
+        "# CPU at its limit: hf_roformer, BERT-SDPA, ONNX Runtime and OpenVINO against the machine's GEMM peak\n",
         f"Machine: {machine['cpu']} ({machine['threads']} threads; flags {', '.join(machine['cpu_flags'])}), torch "
         f"{machine['torch']}, transformers {machine['transformers']}, onnxruntime {machine['onnxruntime']}, "
+        f"openvino {machine.get('openvino', '-')}, nncf {machine.get('nncf', '-')}, "
         f"{machine['date']}. Load average before / after: {machine['load_average_before'][0]:.2f} / "
         f"{machine['load_average_after'][0]:.2f} (1 min). Size: hidden {size['hidden_size']}, "
         f"{size['num_hidden_layers']} layers, {size['num_attention_heads']} heads, feed-forward "
@@ -395,6 +434,23 @@ def render(payload: dict, square: str) -> str:
     lines.append(benchlib.markdown_table(
         ["row", "hf_roformer / BERT-SDPA, same route", "/ BERT-SDPA's fastest route, same precision and shape"],
         ratio_rows,
+    ))  # fmt: skip
+    lines.append("\n## Fastest route of each model (same run)\n")
+    fastest_rows = []
+    settings = sorted({(row["precision"], row["shape"]) for row in results.values() if not row["training"]})
+    for precision, shape in settings:
+        best = {}
+        for kind in ("hf_roformer", "bert_sdpa"):
+            candidates = [(peer["tokens_per_s"], peer_name) for peer_name, peer in results.items()
+                          if peer_name.startswith(kind) and not peer["training"]
+                          and (peer["precision"], peer["shape"]) == (precision, shape)]  # fmt: skip
+            best[kind] = max(candidates) if candidates else None
+        if best["hf_roformer"] and best["bert_sdpa"]:
+            (ours, our_route), (theirs, their_route) = best["hf_roformer"], best["bert_sdpa"]
+            fastest_rows.append([f"{precision} {shape}", our_route.removeprefix("hf_roformer "),
+                                 their_route.removeprefix("bert_sdpa "), f"{ours / theirs:.2f}x"])  # fmt: skip
+    lines.append(benchlib.markdown_table(
+        ["precision, shape", "hf_roformer's fastest", "BERT-SDPA's fastest", "ratio"], fastest_rows
     ))  # fmt: skip
     for case, by_kind in payload["profile"].items():
         for kind, profile in by_kind.items():
