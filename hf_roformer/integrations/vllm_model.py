@@ -104,8 +104,7 @@ class HfRoFormerVllmEmbeddings(nn.Module):
         super().__init__()
         self.word_embeddings = VocabParallelEmbedding(config.vocab_size, config.embedding_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
-        self.LayerNorm = make_norm(config, config.embedding_size)
-        self.dropout_before_norm = config.dropout_before_embeddings_norm
+        self.LayerNorm = make_norm(config, config.embedding_size)  # no dropout in serving: either order is this
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
         """Embed the flattened tokens of a step (segment 0 where no segment ids are given)."""
@@ -236,10 +235,9 @@ class HfRoFormerVllmEncoderLayers(nn.Module):
 class HfRoFormerVllmEncoder(nn.Module):
     """The RoFormer transformer on a step of flattened requests, under the parameter names of `HfRoFormerModel`."""
 
-    def __init__(self, vllm_config: VllmConfig, prefix: str = "", scores_pairs: bool = False, generates: bool = False):
+    def __init__(self, vllm_config: VllmConfig, prefix: str = ""):
         super().__init__()
         config = vllm_config.model_config.hf_config
-        refuse_what_is_not_served(config, scores_pairs, generates)
         self.config = config
         self.embeddings = HfRoFormerVllmEmbeddings(config)
         if config.embedding_size != config.hidden_size:
@@ -309,9 +307,8 @@ class HfRoFormerVllmModel(nn.Module):
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
         super().__init__()
         self.config = vllm_config.model_config.hf_config
-        self.roformer = HfRoFormerVllmEncoder(
-            vllm_config, prefix="roformer", scores_pairs=self.scores_pairs, generates=self.generates
-        )
+        refuse_what_is_not_served(self.config, self.scores_pairs, self.generates)
+        self.roformer = HfRoFormerVllmEncoder(vllm_config, prefix="roformer")
 
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The token embeddings of `input_ids`."""

@@ -170,16 +170,18 @@ class HfRoFormerLayer(GradientCheckpointingLayer):
         position_embeddings=None,
         encoder_attention_mask: torch.Tensor | None = None,
         cache: Cache | None = None,
+        attention_implementation: str | None = None,
         **kwargs,
     ) -> torch.Tensor:
         """Transform `hidden_states` with the self-attention `attention_mask` and the rotations
         `position_embeddings`, attending to `encoder_hidden_states` (over `encoder_attention_mask`) in decoders with
-        cross-attention; `kwargs` reach every attention function."""
+        cross-attention. `attention_implementation` is the forward's choice for self-attention (cross-attention runs
+        the config's backend); `kwargs` reach every attention function."""
         hidden_states = self.attention(
-            hidden_states, attention_mask=attention_mask, position_embeddings=position_embeddings, cache=cache, **kwargs
-        )
+            hidden_states, attention_mask=attention_mask, position_embeddings=position_embeddings, cache=cache,
+            attention_implementation=attention_implementation, **kwargs,
+        )  # fmt: skip
         if encoder_hidden_states is not None:
-            kwargs.pop("attention_implementation", None)  # chosen for self-attention; cross-attention runs the config's
             hidden_states = self.crossattention(
                 hidden_states, encoder_hidden_states, attention_mask=encoder_attention_mask, cache=cache, **kwargs
             )

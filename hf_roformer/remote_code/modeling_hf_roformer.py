@@ -190,18 +190,18 @@ class HfRoFormerModel(HfRoFormerPreTrainedModel):
         tokens (`(0,)`, `(-1,)`: one per row, which may be padding; "all"), so that padding-free layouts keep their
         results exact.
         """
+        # Read once: the cache `_prepare_cache` returns below holds as many tokens as the one given (or none).
+        past_length = cache.get_seq_length() if cache is not None else 0
         check_model_inputs(
             self.config, input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
             position_ids=position_ids, inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask,
-            past_length=cache.get_seq_length() if cache is not None else 0,
+            encoder_attention_mask=encoder_attention_mask, past_length=past_length,
         )
         if token_type_ids is not None and token_type_ids.dim() == 1:  # one row's segment ids (vLLM's scoring call)
             token_type_ids = token_type_ids[None]
         use_cache = bool(use_cache) and self.config.is_decoder
         if use_cache:
             cache = self._prepare_cache(cache, encoder_hidden_states)
-        past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states = self.embeddings(input_ids, token_type_ids, inputs_embeds)
         if hasattr(self, "embeddings_project"):
             hidden_states = self.embeddings_project(hidden_states)
