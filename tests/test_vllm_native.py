@@ -1,7 +1,8 @@
 """hf_roformer's native vLLM model (hf_roformer.integrations.vllm_model, loaded through the package's vLLM plugin) on
 a real server (`make test-serving`), without `--trust-remote-code`, compared with the same models run alone in
-transformers: what the Transformers backend serves, and what it cannot (each request's own length for
-length-dependent rope types, `embedding_size` other than `hidden_size`, the model's own pooler).
+transformers: what the Transformers backend cannot serve (each request's own length for length-dependent rope types,
+`embedding_size` other than `hidden_size`, the model's own pooler, generation through the RoFormer vocabulary head).
+The classifiers (`/classify`, `/score`, `/rerank`) are served by both routes in tests/test_vllm_classifiers.py.
 
 One server per model, started once per module and shared by the tests that query it; each listens on 127.0.0.1, is
 waited for with a bounded loop and stopped by its process id (tests/vllm_servers.py). Without vLLM (the main test
@@ -19,11 +20,9 @@ from vllm_models import (
     config,
     embeddings,
     largest_difference,
-    pair_scores,
     save,
     serving,
     tokenizer,
-    trained_on_pairs,
 )
 from vllm_servers import refusal, vllm_installed
 
@@ -123,71 +122,6 @@ def test_the_models_own_pooler_gives_the_sentence_vector_per_request(longrope_si
     expected = pooled_alone(model, SHARED_STEP_TEXTS)
     assert largest_difference(served, expected) <= FLOAT32_TOLERANCE
     assert largest_difference(expected, alone(model, SHARED_STEP_TEXTS)) > 1e-2  # the pooler was applied
-
-
-# --- classifiers: /classify, /score, /rerank ----------------------------------------------------------------------
-
-
-LABELS = ["负面", "中性", "正面"]
-
-
-@pytest.fixture(scope="module")
-def classifier(tmp_path_factory):
-    """A 3-label sequence classifier ([CLS] head) served in float32."""
-    directory = tmp_path_factory.mktemp("native-classifier")
-    model_config = config(num_labels=3, id2label=dict(enumerate(LABELS)), label2id={x: i for i, x in enumerate(LABELS)})
-    model = hf_roformer.HfRoFormerForSequenceClassification(model_config)
-    trained_on_pairs(model)
-    save(model, directory / "model")
-    with serving(directory / "model", "--dtype", "float32", directory=directory, native=True) as server:
-        yield directory / "model", server
-
-
-def test_classify_gives_the_pipelines_probabilities(classifier):
-    from transformers import pipeline
-
-    directory, server = classifier
-    texts = [*TEXTS, LONG_TEXT[:60]]
-    served = sorted(server.answer("/classify", {"input": texts})["data"], key=lambda item: item["index"])
-    scores = pipeline("text-classification", model=str(directory), top_k=None)(texts)
-    for answer, expected in zip(served, scores, strict=True):
-        by_label = {item["label"]: item["score"] for item in expected}
-        assert answer["label"] == max(by_label, key=by_label.get)
-        probabilities = torch.tensor(answer["probs"], dtype=torch.float64)
-        wanted = torch.tensor([by_label[label] for label in LABELS], dtype=torch.float64)
-        assert largest_difference(probabilities, wanted) <= FLOAT32_TOLERANCE
-
-
-@pytest.fixture(scope="module")
-def mean_pooling_cross_encoder(tmp_path_factory):
-    """A one-label classifier of sentence pairs with the mean-pooling head (`classifier_pooling="mean"`, the
-    CAIL2019-SCM recipe) whose two segment embeddings differ clearly, served in float32."""
-    directory = tmp_path_factory.mktemp("native-cross-encoder")
-    model = hf_roformer.HfRoFormerForSequenceClassification(config(num_labels=1, classifier_pooling="mean"))
-    trained_on_pairs(model)
-    model = save(model, directory / "model")
-    with serving(directory / "model", "--dtype", "float32", directory=directory, native=True) as server:
-        yield model, server
-
-
-def test_score_passes_the_segment_ids_of_each_pair(mean_pooling_cross_encoder):
-    model, server = mean_pooling_cross_encoder
-    query, documents = TEXTS[0], TEXTS[1:]
-    answer = server.answer("/score", {"text_1": query, "text_2": documents})
-    served = torch.tensor([item["score"] for item in sorted(answer["data"], key=lambda item: item["index"])])
-    expected = pair_scores(model, query, documents)
-    assert largest_difference(served, expected) <= FLOAT32_TOLERANCE
-    assert largest_difference(expected, pair_scores(model, query, documents, segment_ids=False)) > 1e-3
-
-
-def test_rerank_orders_the_documents_by_the_models_score(mean_pooling_cross_encoder):
-    model, server = mean_pooling_cross_encoder
-    query, documents = TEXTS[1], [TEXTS[0], *TEXTS[2:], LONG_TEXT[:40]]
-    results = server.answer("/rerank", {"query": query, "documents": documents})["results"]
-    expected = pair_scores(model, query, documents)
-    assert [item["index"] for item in results] == expected.argsort(descending=True).tolist()
-    served = torch.tensor([item["relevance_score"] for item in sorted(results, key=lambda item: item["index"])])
-    assert largest_difference(served, expected) <= FLOAT32_TOLERANCE
 
 
 # --- a causal LM: /v1/completions -----------------------------------------------------------------------------------
