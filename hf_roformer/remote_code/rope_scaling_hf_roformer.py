@@ -1,4 +1,4 @@
-"""Rotary frequencies for every rope type (their validation: `rope_validation_hf_roformer.py`, the config's).
+"""Rotary frequencies for every rope type (what the rope parameters accept: `config_rules_hf_roformer.py`).
 
 RoFormer's interleaved layout changes how frequencies are applied, not which frequencies: the scaled types are those of
 transformers' rope utilities (`ROPE_INIT_FUNCTIONS`: linear, yarn, llama3, longrope, ...), reused as they are. Written
@@ -14,10 +14,7 @@ Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers
 import torch
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-
-OWN_TYPES = ("default", "ntk", "dynamic")
-# Types whose frequencies depend on the length of the input.
-LENGTH_DEPENDENT_TYPES = ("dynamic", "longrope")
+from .config_rules_hf_roformer import ntk_base, original_length
 
 
 def angle_dtype(device: torch.device) -> torch.dtype:
@@ -36,27 +33,6 @@ def default_inverse_frequencies(
     device = torch.device("cpu") if device is None else torch.device(device)
     exponents = torch.arange(0, head_dim, 2, dtype=angle_dtype(device), device=device) / head_dim
     return rope_theta**-exponents
-
-
-def original_length(config) -> int:
-    """The pre-training length `L` scaled types extend: `original_max_position_embeddings`, else
-    `max_position_embeddings`."""
-    return config.rope_parameters.get("original_max_position_embeddings") or config.max_position_embeddings
-
-
-def is_length_dependent(config) -> bool:
-    """Whether the frequencies depend on the input length (`dynamic`, `longrope`)."""
-    return config.rope_parameters.get("rope_type", "default") in LENGTH_DEPENDENT_TYPES
-
-
-def rope_attention_factor(config) -> float:
-    """The factor the rope type puts on queries and keys (YaRN's sqrt(1/t) = 0.1 ln s + 1, longrope's
-    sqrt(1 + ln s / ln L), 1 otherwise). Attention logits are multiplied by its square."""
-    rope_type = config.rope_parameters.get("rope_type", "default")
-    if rope_type in OWN_TYPES:
-        return 1.0
-    # The factor is plain Python arithmetic; "meta" skips the frequency tensors (and works inside meta-device init).
-    return float(ROPE_INIT_FUNCTIONS[rope_type](config, torch.device("meta"))[1])
 
 
 def rope_inverse_frequencies(
@@ -83,11 +59,6 @@ def rope_inverse_frequencies(
         return _longrope_inverse_frequencies(config, lengths, device)
     inv_freq, _ = ROPE_INIT_FUNCTIONS[rope_type](config, device)
     return inv_freq.to(angle_dtype(device))
-
-
-def ntk_base(base: float, factor: float, head_dim: int) -> float:
-    """NTK-aware base: base * s^(d / (d - 2)) (the seed article's static NTK scaling)."""
-    return base * factor ** (head_dim / (head_dim - 2))
 
 
 def _dynamic_inverse_frequencies(config, lengths: torch.Tensor | None, device: torch.device) -> torch.Tensor:
@@ -122,14 +93,4 @@ def _longrope_inverse_frequencies(config, lengths: torch.Tensor | None, device: 
     return torch.where(use_long, long.to(dtype), short.to(dtype))
 
 
-__all__ = [
-    "LENGTH_DEPENDENT_TYPES",
-    "OWN_TYPES",
-    "angle_dtype",
-    "default_inverse_frequencies",
-    "is_length_dependent",
-    "ntk_base",
-    "original_length",
-    "rope_attention_factor",
-    "rope_inverse_frequencies",
-]
+__all__ = ["angle_dtype", "default_inverse_frequencies", "rope_inverse_frequencies"]

@@ -16,8 +16,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from .config_rules_hf_roformer import is_length_dependent
 from .input_checks_hf_roformer import traces_graph
-from .rope_scaling_hf_roformer import is_length_dependent, rope_inverse_frequencies
+from .rope_scaling_hf_roformer import rope_inverse_frequencies
 from .rotary_kernels_hf_roformer import kernel_applies, rotate_with_kernel
 
 

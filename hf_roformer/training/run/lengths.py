@@ -1,7 +1,7 @@
 """Sequence lengths of a training run: the length a model was trained at travels with it (the tokenizer saved with
 it truncates there), and a `max_seq_length` too small for the special tokens is refused before any work."""
 
-from ...remote_code.rope_validation_hf_roformer import ROPE_TYPE_RULES
+from ...remote_code.config_rules_hf_roformer import ROPE_TYPE_RULES
 from ...utils.errors import UsageError
 
 

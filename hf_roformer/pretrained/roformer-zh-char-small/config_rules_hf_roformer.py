@@ -1,0 +1,1 @@
+../../remote_code/config_rules_hf_roformer.py

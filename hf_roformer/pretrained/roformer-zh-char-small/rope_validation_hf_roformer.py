@@ -1,1 +1,0 @@
-../../remote_code/rope_validation_hf_roformer.py
