@@ -68,13 +68,21 @@ class OpenVinoClassifier:
         return transformers.modeling_outputs.SequenceClassifierOutput(logits=torch.as_tensor(self.compiled(arrays)[0]))
 
 
-def openvino_variants(directory: Path, example: dict, calibration: list[dict], threads: int) -> dict:
-    """Name -> loaders of the OpenVINO routes (none where openvino or nncf is not installed)."""
+def openvino_and_nncf():
+    """The `openvino` and `nncf` modules, or None where either is not installed."""
     try:
         import nncf
         import openvino
     except ImportError:
+        return None
+    return openvino, nncf
+
+
+def openvino_variants(directory: Path, example: dict, calibration: list[dict], threads: int) -> dict:
+    """Name -> loaders of the OpenVINO routes (none where openvino or nncf is not installed)."""
+    if (modules := openvino_and_nncf()) is None:
         return {}
+    openvino, nncf = modules
 
     def saved_bytes(model) -> int:
         """Bytes of the model's weights as OpenVINO stores them (the .bin file `save_model` writes)."""
@@ -123,6 +131,14 @@ def variants(directory: Path) -> dict:
     }
 
 
+def tokenized_batches(tokenizer, texts: list[str], size: int) -> list[dict]:
+    """`texts` in batches of `size`, each padded to its longest text, cut at the demo's length."""
+    return [
+        tokenizer(texts[i : i + size], padding=True, truncation=True, max_length=DEMO_MAX_LENGTH, return_tensors="pt")
+        for i in range(0, len(texts), size)
+    ]
+
+
 @torch.no_grad()
 def evaluate(model, batches) -> tuple[torch.Tensor, float]:
     """Class probabilities of every held-out review and the seconds it took."""
@@ -149,21 +165,8 @@ def main() -> None:
     test, train = split_reviews()
     labels = torch.tensor([label for _, label in test])
     texts = [text for text, _ in test]
-    batches = [
-        tokenizer(texts[i : i + 128], padding=True, truncation=True, max_length=DEMO_MAX_LENGTH, return_tensors="pt")
-        for i in range(0, len(texts), 128)
-    ]
-    calibration_texts = [text for text, _ in train[:512]]
-    calibration = [
-        tokenizer(
-            calibration_texts[i : i + 32],
-            padding=True,
-            truncation=True,
-            max_length=DEMO_MAX_LENGTH,
-            return_tensors="pt",
-        )
-        for i in range(0, len(calibration_texts), 32)
-    ]
+    batches = tokenized_batches(tokenizer, texts, 128)
+    calibration = tokenized_batches(tokenizer, [text for text, _ in train[:512]], 32)
     routes = {**variants(directory), **openvino_variants(directory, batches[0], calibration, args.threads)}
     results = {}
     reference = None
@@ -197,13 +200,8 @@ def main() -> None:
         for name, r in results.items()
     ]
     machine = benchlib.machine_info(torch.device("cpu"))
-    try:
-        import nncf
-        import openvino
-
-        machine.update(openvino=openvino.__version__, nncf=nncf.__version__)
-    except ImportError:
-        pass
+    if (modules := openvino_and_nncf()) is not None:
+        machine.update(openvino=modules[0].__version__, nncf=modules[1].__version__)
     payload = {"machine": machine, "threads": args.threads, "held_out_reviews": len(texts), "results": results}
     markdown = (
         f"# Quantized and half-precision inference (demo sentiment model)\n\nMachine: {machine['cpu']}, torch "

@@ -92,20 +92,21 @@ class Rule(NamedTuple):
             return value
         return [as_float(item) for item in value] if isinstance(value, list) else as_float(value)
 
+    def has_type(self, value: Any) -> bool:
+        """Whether `value` is of the rule's types (a bool only where the rule takes bools)."""
+        return isinstance(value, self.types) and (bool in self.types or not isinstance(value, bool))
+
     def accepts(self, value: Any) -> bool:
         """Whether `value` (as held) is of the rule's types and passes its test."""
-        if not isinstance(value, self.types) or (isinstance(value, bool) and bool not in self.types):
-            return False
-        return self.test is None or bool(self.test(value))
+        return self.has_type(value) and (self.test is None or bool(self.test(value)))
 
     def check(self, name: str, value: Any) -> Any:
         """Return `value` as held; raise a `TypeError` (wrong type) or `ValueError` (wrong value, an int too large
         for a float included) naming the field `name`, the value and `allowed`."""
         value = self.held(value)
-        wrong_type = not isinstance(value, self.types) or (isinstance(value, bool) and bool not in self.types)
-        if wrong_type and not (self.real and is_integer(value)):
+        if not self.has_type(value) and not (self.real and is_integer(value)):
             raise TypeError(f"`{name}` must be {self.allowed}, got {shown(value)} ({type(value).__name__}).")
-        if wrong_type or not self.accepts(value):
+        if not self.accepts(value):
             raise ValueError(f"`{name}` must be {self.allowed}, got {shown(value)}.")
         return value
 
@@ -478,21 +479,19 @@ def validate_rope_parameters(config) -> None:
         )
     check_legacy_type(parameters)
     rules = ROPE_TYPE_RULES[rope_type]
-    for key, rule in {**rules.required, **rules.optional}.items():
-        if key in parameters:
-            parameters[key] = rule.held(parameters[key])
     for key, rule in rules.required.items():
         if parameters.get(key) is None:
             raise ValueError(f"`rope_parameters['{key}']` is required for rope_type {rope_type!r}: {rule.allowed}.")
-    for key, rule in {**rules.required, **rules.optional}.items():
+    read = {**rules.required, **rules.optional}
+    for key, rule in read.items():
         if key not in parameters or (parameters[key] is None and rule.null_means_absent):
             continue
-        value = parameters[key]
+        value = parameters[key] = rule.held(parameters[key])
         if not rule.accepts(value):
             raise ValueError(
                 f"`rope_parameters['{key}']` must be {rule.allowed} for rope_type {rope_type!r}, got {shown(value)}."
             )
-    unread = set(parameters) - set(rules.required) - set(rules.optional) - {"rope_type", "type"}
+    unread = set(parameters) - set(read) - {"rope_type", "type"}
     if unread:
         logger.warning(f"`rope_parameters` keys {sorted(map(str, unread))} are not read by rope_type {rope_type!r}.")
     if (error := _ordered_pair_errors(parameters, rope_type)) is not None:
