@@ -13,6 +13,8 @@ from hf_roformer.apps.rope_analysis import long_term_decay_bound
 from hf_roformer.remote_code.rope_scaling_hf_roformer import default_inverse_frequencies
 from hf_roformer.remote_code.rotary_hf_roformer import (
     HfRoFormerRotaryEmbedding,
+    TokenRotation,
+    _rotate_pairs,
     apply_rotary_pos_emb,
     rotate_interleaved,
 )
@@ -135,3 +137,34 @@ def test_compiled_rotation_equals_eager():
     x = torch.randn(1, 4, 4, 8)
     compiled = torch.compile(rotate_interleaved, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(x, cos, sin), rotate_interleaved(x, cos, sin), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("keys_cached, rotary_value", [(False, False), (True, False), (False, True)])
+def test_a_torchscript_trace_reorders_features_only_where_products_alone_read_them(keys_cached, rotary_value):
+    """In a TorchScript trace (OpenVINO's `convert_model`), the queries and keys of attention that keeps no keys and
+    rotates no values come out with each head's even features first: value for value the real-valued rotation of
+    eq. 34, reordered, so every product q . k is the paper's. Keys a cache keeps, and rotated values (which attention
+    returns), keep the paper's layout."""
+    torch.manual_seed(0)
+    batch, seq, heads, head_dim = 2, 7, 3, 8
+    cos, sin = HfRoFormerRotaryEmbedding(tiny_config())(torch.arange(seq)[None] * 37)
+    projections = [torch.randn(batch, seq, heads * head_dim) for _ in range(3)]
+
+    def rotate(query, key, value):
+        rotation = TokenRotation(cos, sin)
+        return rotation.rotate_heads(head_dim, query, key, value, rotary_value, keys_cached=keys_cached)
+
+    eager = rotate(*(p.clone() for p in projections))
+    traced = torch.jit.trace(rotate, tuple(p.clone() for p in projections))(*(p.clone() for p in projections))
+    if keys_cached or rotary_value:
+        for traced_heads, eager_heads in zip(traced, eager, strict=True):
+            torch.testing.assert_close(traced_heads, eager_heads, atol=1e-6, rtol=0)
+        return
+    reordered = torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
+    for traced_heads, projection in zip(traced[:2], projections[:2], strict=True):
+        pairs = _rotate_pairs(projection.unflatten(-1, (heads, head_dim)), cos[:, :, None], sin[:, :, None])
+        assert torch.equal(traced_heads, pairs.transpose(1, 2)[..., reordered])
+    torch.testing.assert_close(
+        traced[0] @ traced[1].transpose(-1, -2), eager[0] @ eager[1].transpose(-1, -2), atol=1e-5, rtol=1e-6
+    )
+    assert torch.equal(traced[2], eager[2])

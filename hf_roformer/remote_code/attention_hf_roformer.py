@@ -217,7 +217,9 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         cache = self_attention_cache(cache)
         query, key, value = self.project_query_key_value(hidden_states)
         if position_embeddings.keys_cached_rotated:  # RoPE as the paper: rotate, then cache
-            query, key, value = position_embeddings.rotate_heads(self.head_dim, query, key, value, self.rotary_value)
+            query, key, value = position_embeddings.rotate_heads(
+                self.head_dim, query, key, value, self.rotary_value, keys_cached=cache is not None
+            )
             if cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
         else:  # length-dependent rope in a decoder: keys cached unrotated, rotated with the queries' frequencies

@@ -249,6 +249,17 @@ def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     return rotated.flatten(-2).to(x.dtype)
 
 
+def _rotate_split_halves(heads: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Eq. 34 on heads `(batch, heads, seq, d)` whose features come reordered, the even ones x[0], x[2], ... first,
+    then the odd ones, by `cos`/`sin` `(batch or 1, 1, seq, d)` repeated over both halves: the rotate-half form of
+    Llama-style models, value for value what `_rotate_pairs` computes (-(b * s) is b * -1 * s exactly), in the
+    reordered layout. The product by -1 (not a negation) is the form OpenVINO fuses into one RoPE operation."""
+    x = heads if heads.dtype == torch.float32 else heads.float()
+    half = x.shape[-1] // 2
+    rotated = x * cos + torch.cat((x[..., half:] * -1.0, x[..., :half]), dim=-1) * sin
+    return rotated if heads.dtype == torch.float32 else rotated.to(heads.dtype)
+
+
 def _rotate_complex(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
     """Eq. 34 as a complex product (x[2i] + 1j * x[2i+1]) * e^(1j * m * theta_i) (the paper's eq. 33 form).
 
@@ -278,6 +289,11 @@ class TokenRotation:
         self.cos, self.sin = cos, sin
         self.uses_kernel = kernel_applies(cos)
         self.traced = traces_graph()
+        # TorchScript traces (OpenVINO's `convert_model`, the TorchScript ONNX exporter) run in other runtimes.
+        self.traced_by_torchscript = torch.jit.is_tracing() and not self.uses_kernel
+        self.halves_cos = self.halves_sin = None
+        if self.traced_by_torchscript:  # `_rotate_split_halves`' form, made once per forward
+            self.halves_cos, self.halves_sin = (torch.cat((t, t), dim=-1).unsqueeze(1) for t in (cos, sin))
         self.complex = self.complex_tokens = None
         if not self.uses_kernel and not self.traced:
             self.complex_tokens = torch.complex(cos, sin).unsqueeze(2)
@@ -287,10 +303,30 @@ class TokenRotation:
         return iter((self.cos, self.sin))
 
     def rotate_heads(
-        self, head_dim: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, rotate_value: bool = False
+        self,
+        head_dim: int,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        rotate_value: bool = False,
+        keys_cached: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`(batch, seq, heads * head_dim)` projections as heads `(batch, heads, seq, head_dim)`, queries and keys (and
-        values with `rotate_value`) rotated; fresh projections nobody else reads, so inference rotates them in place."""
+        values with `rotate_value`) rotated; fresh projections nobody else reads, so inference rotates them in place.
+
+        In a TorchScript trace whose keys live only in this attention call (`keys_cached` False: no cache keeps them)
+        and whose values are not rotated, queries and keys come out with each head's features reordered, even ones
+        first (`_rotate_split_halves`): attention reads them only through products q . k, which one reordering of
+        both leaves unchanged (up to the order of a sum's terms). OpenVINO, the trace's main consumer, runs the
+        rotation of that layout as one fused operation, where the pairs' split and stack took reference kernels
+        (docs/speed.md gives the model's throughput either way)."""
+        if self.traced_by_torchscript and not rotate_value and not keys_cached:
+            reordered = [
+                states.unflatten(-1, (-1, head_dim // 2, 2)).transpose(-1, -2).flatten(-2).transpose(1, 2)
+                for states in (query, key)
+            ]
+            rotated = [_rotate_split_halves(heads, self.halves_cos, self.halves_sin) for heads in reordered]
+            return rotated[0], rotated[1], value.unflatten(-1, (-1, head_dim)).transpose(1, 2)
         projections = (query, key, value) if rotate_value else (query, key)
         rotated = list(self.rotate_projections(head_dim, *projections, in_place=True))
         if not rotate_value:
