@@ -10,12 +10,14 @@ from conftest import rotation_matrix, tiny_config
 
 import hf_roformer
 from hf_roformer.apps.rope_analysis import long_term_decay_bound
+from hf_roformer.remote_code.attention_hf_roformer import HfRoFormerSelfAttention
 from hf_roformer.remote_code.rope_scaling_hf_roformer import default_inverse_frequencies
 from hf_roformer.remote_code.rotary_hf_roformer import (
     HfRoFormerRotaryEmbedding,
     TokenRotation,
     _rotate_pairs,
     apply_rotary_pos_emb,
+    in_halves,
     rotate_interleaved,
 )
 
@@ -141,10 +143,10 @@ def test_compiled_rotation_equals_eager():
 
 @pytest.mark.parametrize("keys_cached, rotary_value", [(False, False), (True, False), (False, True)])
 def test_a_torchscript_trace_reorders_features_only_where_products_alone_read_them(keys_cached, rotary_value):
-    """In a TorchScript trace (OpenVINO's `convert_model`), the queries and keys of attention that keeps no keys and
-    rotates no values come out with each head's even features first: value for value the real-valued rotation of
-    eq. 34, reordered, so every product q . k is the paper's. Keys a cache keeps, and rotated values (which attention
-    returns), keep the paper's layout."""
+    """In a TorchScript trace (OpenVINO's `convert_model`), attention that keeps no keys and rotates no values takes
+    queries and keys with each head's even features first and rotates them in that layout: value for value the
+    real-valued rotation of eq. 34, reordered, so every product q . k is the paper's. Keys a cache keeps, rotated
+    values (which attention returns) and eager forwards keep the paper's layout."""
     torch.manual_seed(0)
     batch, seq, heads, head_dim = 2, 7, 3, 8
     cos, sin = HfRoFormerRotaryEmbedding(tiny_config())(torch.arange(seq)[None] * 37)
@@ -152,10 +154,15 @@ def test_a_torchscript_trace_reorders_features_only_where_products_alone_read_th
 
     def rotate(query, key, value):
         rotation = TokenRotation(cos, sin)
-        return rotation.rotate_heads(head_dim, query, key, value, rotary_value, keys_cached=keys_cached)
+        halves = rotation.rotates_in_halves(rotary_value, keys_cached=keys_cached)
+        if halves:
+            query, key = (in_halves(states, head_dim, dim=-1) for states in (query, key))
+        return rotation.rotate_heads(head_dim, query, key, value, rotary_value, projected_in_halves=halves)
 
+    assert not TokenRotation(cos, sin).rotates_in_halves(rotary_value, keys_cached)
     eager = rotate(*(p.clone() for p in projections))
-    traced = torch.jit.trace(rotate, tuple(p.clone() for p in projections))(*(p.clone() for p in projections))
+    example = tuple(p.clone() for p in projections)  # the trace differs from the eager call by design: no check
+    traced = torch.jit.trace(rotate, example, check_trace=False)(*(p.clone() for p in projections))
     if keys_cached or rotary_value:
         for traced_heads, eager_heads in zip(traced, eager, strict=True):
             torch.testing.assert_close(traced_heads, eager_heads, atol=1e-6, rtol=0)
@@ -168,3 +175,25 @@ def test_a_torchscript_trace_reorders_features_only_where_products_alone_read_th
         traced[0] @ traced[1].transpose(-1, -2), eager[0] @ eager[1].transpose(-1, -2), atol=1e-5, rtol=1e-6
     )
     assert torch.equal(traced[2], eager[2])
+
+
+class WrappedLinear(torch.nn.Linear):
+    """A projection that is no plain `nn.Linear` (as a LoRA or quantized layer is not)."""
+
+
+@pytest.mark.parametrize("projection_class", [torch.nn.Linear, WrappedLinear])
+def test_projections_in_halves_are_the_projections_reordered(projection_class):
+    """Query and key in halves from their weights reordered (plain `nn.Linear`) or from the module's own output
+    reordered (any other module) give the module's projection with each head's features reordered."""
+    torch.manual_seed(0)
+    config = tiny_config()
+    attention = HfRoFormerSelfAttention(config)
+    attention.query = projection_class(config.hidden_size, config.hidden_size)
+    states = torch.randn(2, 5, config.hidden_size)
+    query, key, value = attention.project_query_key_value(states, query_key_in_halves=True)
+    head_dim = config.head_dim
+    reordered = torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
+    for projected, module in ((query, attention.query), (key, attention.key)):
+        expected = module(states).unflatten(-1, (-1, head_dim))[..., reordered].flatten(-2)
+        torch.testing.assert_close(projected, expected, atol=1e-6, rtol=0)
+    assert torch.equal(value, attention.value(states))

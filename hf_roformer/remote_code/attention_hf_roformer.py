@@ -27,7 +27,7 @@ from .linear_attention_hf_roformer import (
     linear_attention_features,
 )
 from .padding_free_hf_roformer import varlen_attention_forward
-from .rotary_hf_roformer import PerQueryRotation, TokenRotation, per_query_rotary_attention
+from .rotary_hf_roformer import PerQueryRotation, TokenRotation, in_halves, per_query_rotary_attention
 
 
 def eager_attention_forward(
@@ -168,16 +168,33 @@ class HfRoFormerAttentionBase(nn.Module):
         self.is_causal = is_causal
         self.layer_idx = layer_idx
 
-    def project_query_key_value(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project_query_key_value(
+        self, hidden_states: torch.Tensor, query_key_in_halves: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The query, key and value projections of `(batch, seq, hidden)` states, each `(batch, seq, hidden)`: each
         module called, as LoRA adapters, quantized or tensor-parallel layers and offloading hooks expect; one product
         of weights joined beforehand where `fuse_qkv_projections()` asked for it and it gives the same
         (`joined_projection_hf_roformer`). (Joining the weights anew in every forward gained nothing:
-        benchmarks/bench_fused_projection.py.)"""
+        benchmarks/bench_fused_projection.py.)
+
+        `query_key_in_halves` (a TorchScript trace: `TokenRotation.rotates_in_halves`): query and key with each
+        head's features reordered (`in_halves`), projected by their reordered weights where they are plain
+        `nn.Linear` layers (OpenVINO folds the reordered weights into constants: no work at run time), else
+        reordered after their own modules."""
+        if query_key_in_halves:
+            query, key = (self.project_in_halves(projection, hidden_states) for projection in (self.query, self.key))
+            return query, key, self.value(hidden_states)
         joined = joined_projection(self, hidden_states)
         if joined is not None:
             return joined
         return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
+
+    def project_in_halves(self, projection: nn.Module, states: torch.Tensor) -> torch.Tensor:
+        """`projection(states)` with each head's features reordered (`in_halves`)."""
+        if type(projection) is not nn.Linear:
+            return in_halves(projection(states), self.head_dim, dim=-1)
+        bias = None if projection.bias is None else in_halves(projection.bias, self.head_dim, dim=0)
+        return nn.functional.linear(states, in_halves(projection.weight, self.head_dim, dim=0), bias)
 
     def split_heads(self, projection: nn.Linear, states: torch.Tensor) -> torch.Tensor:
         """Project `(batch, seq, hidden)` states and split them into heads: `(batch, heads, seq, head_dim)`."""
@@ -215,10 +232,11 @@ class HfRoFormerSelfAttention(HfRoFormerAttentionBase):
         per-batch state)."""
         input_shape = hidden_states.shape[:-1]
         cache = self_attention_cache(cache)
-        query, key, value = self.project_query_key_value(hidden_states)
+        halves = position_embeddings.rotates_in_halves(self.rotary_value, keys_cached=cache is not None)
+        query, key, value = self.project_query_key_value(hidden_states, query_key_in_halves=halves)
         if position_embeddings.keys_cached_rotated:  # RoPE as the paper: rotate, then cache
             query, key, value = position_embeddings.rotate_heads(
-                self.head_dim, query, key, value, self.rotary_value, keys_cached=cache is not None
+                self.head_dim, query, key, value, self.rotary_value, projected_in_halves=halves
             )
             if cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)

@@ -38,6 +38,10 @@ class PerQueryRotation(NamedTuple):
 
     keys_cached_rotated = False  # keys (and values) enter the cache unrotated
 
+    def rotates_in_halves(self, rotate_value: bool, keys_cached: bool) -> bool:
+        """Never: each query rotates the keys itself, in the paper's layout (`TokenRotation.rotates_in_halves`)."""
+        return False
+
     @property
     def shared_by_queries(self) -> bool:
         """Whether every query has the same frequencies, so keys can be rotated once for all of them."""
@@ -249,6 +253,14 @@ def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     return rotated.flatten(-2).to(x.dtype)
 
 
+def in_halves(tensor: torch.Tensor, head_dim: int, dim: int) -> torch.Tensor:
+    """`tensor` with the features of each head along `dim` (heads of `head_dim` one after another) reordered: its
+    even features first, then its odd ones. Applied to a projection's weight rows and bias (`dim=0`) it gives the
+    projection of reordered features."""
+    dim = dim % tensor.dim()
+    return tensor.unflatten(dim, (-1, head_dim // 2, 2)).transpose(dim + 1, dim + 2).flatten(dim, dim + 2)
+
+
 def _rotate_split_halves(heads: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Eq. 34 on heads `(batch, heads, seq, d)` whose features come reordered, the even ones x[0], x[2], ... first,
     then the odd ones, by `cos`/`sin` `(batch or 1, 1, seq, d)` repeated over both halves: the rotate-half form of
@@ -302,6 +314,15 @@ class TokenRotation:
     def __iter__(self):
         return iter((self.cos, self.sin))
 
+    def rotates_in_halves(self, rotate_value: bool, keys_cached: bool) -> bool:
+        """Whether attention takes queries and keys with each head's features reordered, even ones first (then odd
+        ones; `in_halves`), and rotates them in that layout (`_rotate_split_halves`): in a TorchScript trace whose
+        keys live only in the attention call (no cache keeps them) and whose values are not rotated. Attention reads
+        queries and keys only through products q . k, which one reordering of both leaves unchanged (up to the order
+        of a sum's terms). OpenVINO, the trace's main consumer, runs the rotation of that layout as one fused
+        operation, where the pairs' split and stack took reference kernels (docs/speed.md gives the throughput)."""
+        return self.traced_by_torchscript and not rotate_value and not keys_cached
+
     def rotate_heads(
         self,
         head_dim: int,
@@ -309,24 +330,16 @@ class TokenRotation:
         key: torch.Tensor,
         value: torch.Tensor,
         rotate_value: bool = False,
-        keys_cached: bool = False,
+        projected_in_halves: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`(batch, seq, heads * head_dim)` projections as heads `(batch, heads, seq, head_dim)`, queries and keys (and
         values with `rotate_value`) rotated; fresh projections nobody else reads, so inference rotates them in place.
-
-        In a TorchScript trace whose keys live only in this attention call (`keys_cached` False: no cache keeps them)
-        and whose values are not rotated, queries and keys come out with each head's features reordered, even ones
-        first (`_rotate_split_halves`): attention reads them only through products q . k, which one reordering of
-        both leaves unchanged (up to the order of a sum's terms). OpenVINO, the trace's main consumer, runs the
-        rotation of that layout as one fused operation, where the pairs' split and stack took reference kernels
-        (docs/speed.md gives the model's throughput either way)."""
-        if self.traced_by_torchscript and not rotate_value and not keys_cached:
-            reordered = [
-                states.unflatten(-1, (-1, head_dim // 2, 2)).transpose(-1, -2).flatten(-2).transpose(1, 2)
-                for states in (query, key)
-            ]
-            rotated = [_rotate_split_halves(heads, self.halves_cos, self.halves_sin) for heads in reordered]
-            return rotated[0], rotated[1], value.unflatten(-1, (-1, head_dim)).transpose(1, 2)
+        `projected_in_halves`: the query and key projections come with each head's features in halves
+        (`rotates_in_halves`) and are rotated in that layout."""
+        if projected_in_halves:
+            heads = [states.unflatten(-1, (-1, head_dim)).transpose(1, 2) for states in (query, key, value)]
+            rotated = [_rotate_split_halves(states, self.halves_cos, self.halves_sin) for states in heads[:2]]
+            return rotated[0], rotated[1], heads[2]
         projections = (query, key, value) if rotate_value else (query, key)
         rotated = list(self.rotate_projections(head_dim, *projections, in_place=True))
         if not rotate_value:
@@ -455,6 +468,7 @@ __all__ = [
     "PerQueryRotation",
     "TokenRotation",
     "apply_rotary_pos_emb",
+    "in_halves",
     "per_query_rotary_attention",
     "rotate_interleaved",
     "rotation_cos_sin",
