@@ -124,6 +124,36 @@ def test_the_models_own_pooler_gives_the_sentence_vector_per_request(longrope_si
     assert largest_difference(expected, alone(model, SHARED_STEP_TEXTS)) > 1e-2  # the pooler was applied
 
 
+# --- a token classifier: /pooling with the token_classify task ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def token_classifier(tmp_path_factory):
+    """A 5-label token classifier under dynamic NTK over the trained length, served in float32."""
+    directory = tmp_path_factory.mktemp("native-token-classifier")
+    rope = {"rope_type": "dynamic", "factor": 3.0, "original_max_position_embeddings": TRAINED_LENGTH}
+    model = hf_roformer.HfRoFormerForTokenClassification(config(rope_parameters=rope, num_labels=5))
+    save(sharpened(model), directory / "model")
+    options = ("--dtype", "float32", *LONGER_LIMIT)
+    served = serving(directory / "model", *options, directory=directory, environment=LONGER_LIMIT_ALLOWED, native=True)
+    with served as server:
+        yield model, server
+
+
+def test_every_token_gets_its_label_probabilities_as_alone(token_classifier):
+    """Requests sharing a step, together past the trained length: each token's label probabilities are the softmax of
+    the model's logits for its text run alone ([CLS] and [SEP] included)."""
+    model, server = token_classifier
+    answer = server.answer("/pooling", {"input": SHARED_STEP_TEXTS, "task": "token_classify"})
+    served = [torch.tensor(item["data"]) for item in sorted(answer["data"], key=lambda item: item["index"])]
+    assert "Resolved architecture: HfRoFormerForTokenClassification" in server.output()
+    for text, probabilities in zip(SHARED_STEP_TEXTS, served, strict=True):
+        with torch.no_grad():
+            logits = model(**tokenizer()(text, return_tensors="pt")).logits[0]
+        assert probabilities.shape == logits.shape
+        assert largest_difference(probabilities, logits.softmax(dim=-1)) <= FLOAT32_TOLERANCE
+
+
 # --- a causal LM: /v1/completions -----------------------------------------------------------------------------------
 
 

@@ -31,9 +31,10 @@ from vllm.model_executor.layers.logits_processor import LogitsProcessor
 from vllm.model_executor.layers.pooler import DispatchPooler
 from vllm.model_executor.layers.pooler.seqwise import get_seq_pooling_method
 from vllm.model_executor.layers.pooler.seqwise.poolers import pooler_for_embed
+from vllm.model_executor.layers.pooler.tokwise.poolers import pooler_for_token_classify
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.models.interfaces import SupportsCrossEncoding
-from vllm.model_executor.models.interfaces_base import default_pooling_type
+from vllm.model_executor.models.interfaces_base import attn_type, default_pooling_type
 from vllm.model_executor.models.utils import AutoWeightsLoader, WeightsMapper
 
 from ..remote_code.config_rules_hf_roformer import is_length_dependent, rope_attention_factor
@@ -332,6 +333,7 @@ class HfRoFormerVllmModel(nn.Module):
         return AutoWeightsLoader(self).load_weights(weights, mapper=self.weights_mapper)
 
 
+@attn_type("encoder_only")  # bidirectional: no chunked prefill, no prefix cache, whatever the pooling
 class HfRoFormerVllmPoolingModel(HfRoFormerVllmModel):
     """The pooling models' base: any head's checkpoint, its language-modeling head left out."""
 
@@ -383,6 +385,18 @@ class HfRoFormerForClassification(HfRoFormerVllmPoolingModel, SupportsCrossEncod
         return self.classifier.out_proj(pooled)
 
 
+@default_pooling_type(tok_pooling_type="ALL")
+class HfRoFormerForTokenClassificationVllm(HfRoFormerVllmPoolingModel):
+    """Labels of every token (`/pooling` with `"task": "token_classify"`): the per-token classifier of
+    `HfRoFormerForTokenClassification` on each request's states, its probabilities as vLLM's token pooler gives them
+    (softmax over the labels)."""
+
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        super().__init__(vllm_config=vllm_config, prefix=prefix)
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.pooler = pooler_for_token_classify(vllm_config.model_config.pooler_config, classifier=self.classifier)
+
+
 class HfRoFormerForCausalLMVllm(HfRoFormerVllmModel):
     """Generation (`--runner generate`) of a RoFormer causal LM (RoFormer-GPT): causal self-attention over vLLM's
     key/value cache, and the RoFormer vocabulary head (`cls.predictions`: dense, activation and norm, then the
@@ -407,4 +421,10 @@ class HfRoFormerForCausalLMVllm(HfRoFormerVllmModel):
         return self.logits_processor(projection, hidden_states)
 
 
-__all__ = ["HfRoFormerForCausalLMVllm", "HfRoFormerForEmbedding", "HfRoFormerForClassification", "NotServedNatively"]
+__all__ = [
+    "HfRoFormerForCausalLMVllm",
+    "HfRoFormerForClassification",
+    "HfRoFormerForEmbedding",
+    "HfRoFormerForTokenClassificationVllm",
+    "NotServedNatively",
+]

@@ -14,6 +14,7 @@ NATIVE_MODELS = {
     "HfRoFormerModel": "hf_roformer.integrations.vllm_model:HfRoFormerForEmbedding",
     "HfRoFormerForMaskedLM": "hf_roformer.integrations.vllm_model:HfRoFormerForEmbedding",
     "HfRoFormerForSequenceClassification": "hf_roformer.integrations.vllm_model:HfRoFormerForClassification",
+    "HfRoFormerForTokenClassification": "hf_roformer.integrations.vllm_model:HfRoFormerForTokenClassificationVllm",
     "HfRoFormerForCausalLM": "hf_roformer.integrations.vllm_model:HfRoFormerForCausalLMVllm",
 }
 
