@@ -49,18 +49,24 @@ def first_output(outputs) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("head", ["encoder", "sequence_classification"])
-@pytest.mark.parametrize("export_format", ["onnx", "dynamo"])
+@pytest.mark.parametrize("export_format", ["onnx", "dynamo", "openvino"])
 def test_transformers_exporters_export_what_the_model_computes(head, export_format, tmp_path):
     exporters = pytest.importorskip("transformers.exporters", reason="transformers' exporters arrived in 5.24")
     if export_format == "onnx":
         pytest.importorskip("onnxruntime")
         pytest.importorskip("onnxscript")
+    if export_format == "openvino":
+        pytest.importorskip("openvino")
     model = build(HEADS[head])
-    config = exporters.OnnxConfig(dynamic=True) if export_format == "onnx" else exporters.DynamoConfig(dynamic=True)
+    configs = {"onnx": exporters.OnnxConfig, "dynamo": exporters.DynamoConfig, "openvino": exporters.OpenVINOConfig}
+    config = configs[export_format](dynamic=True)
     exported = exporters.AutoHfExporter.from_config(config).export(model, inputs(2, 12), config)
     exported.save_pretrained(tmp_path)
+    # OpenVINO runs in its default precision, bfloat16 on CPUs with bfloat16 units: compared in float32.
+    runner = {"config": {"INFERENCE_PRECISION_HINT": "f32"}} if export_format == "openvino" else {}
+    exported = exported.to(**runner) if runner else exported
     # A torch.export program is pickled: transformers asks for trust_remote_code to load one (ONNX needs nothing).
-    reloaded = exporters.ExportedModel.from_pretrained(tmp_path, trust_remote_code=export_format == "dynamo")
+    reloaded = exporters.ExportedModel.from_pretrained(tmp_path, trust_remote_code=export_format == "dynamo", **runner)
     with torch.no_grad():
         for shape in [(2, 12), (3, 20), (1, 5), (2, 80)]:  # 80 tokens: past the trained length (64)
             batch = inputs(*shape)
@@ -117,3 +123,15 @@ def test_openvino_converts_the_model_as_its_users_convert_one():
     with torch.no_grad():
         expected = model(**batch).logits
     torch.testing.assert_close(torch.as_tensor(result[0]), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_openvino_runs_each_rotation_as_one_fused_operation():
+    """The trace gives OpenVINO the rotation of queries and keys in the form it fuses into its RoPE operation: one per
+    rotated tensor, two per layer, where the pairs' split and stack ran as separate reference kernels (docs/speed.md
+    gives the model's throughput either way)."""
+    openvino = pytest.importorskip("openvino")
+    model = build(hf_roformer.HfRoFormerModel)
+    converted = openvino.convert_model(model, example_input=inputs(2, 12))
+    compiled = openvino.compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    layer_types = [op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ops()]
+    assert layer_types.count("RoPE") == 2 * model.config.num_hidden_layers
