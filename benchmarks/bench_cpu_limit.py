@@ -241,12 +241,20 @@ def main() -> None:
     parser.add_argument("--no-onnx", action="store_true", help="leave out the ONNX Runtime rows")
     parser.add_argument("--no-openvino", action="store_true", help="leave out the OpenVINO rows")
     parser.add_argument("--output", help="results file name (default: cpu_limit, or cpu_limit_quick with --quick)")
+    parser.add_argument(
+        "--shapes",
+        help="BATCHxLENGTH,... of the inference rows (default 32x128,8x512,4x2048): fewer rows fit a smaller memory "
+        "(with every OpenVINO row, the three shapes ran out of 24 GB on a machine without AMX); the compiled rows, "
+        "training and the profile run at the second (or only) one",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
     size = QUICK if args.quick else BASE
     shapes = [(4, 16), (2, 64), (1, 256)] if args.quick else [(32, 128), (8, 512), (4, 2048)]
-    focus = shapes[1]  # compiled rows, training and the profile
+    if args.shapes:
+        shapes = [tuple(int(size) for size in shape.split("x")) for shape in args.shapes.split(",")]
+    focus = shapes[min(1, len(shapes) - 1)]  # compiled rows, training and the profile
     load_before = os.getloadavg()
     flags = cpu_flags()
     print("flags:", flags, "load:", load_before, flush=True)
@@ -262,6 +270,11 @@ def main() -> None:
             build("hf_roformer", size, max_length), {torch.nn.Linear}, dtype=torch.qint8
         )
     batches = {shape: inputs(*shape) for shape in shapes}
+    # NNCF's calibration holds every layer's activations: quantized first, while the other rows hold no memory yet
+    # (quantized after them, it ran a 24 GB machine out of memory). It takes minutes at base size: the focus shape only.
+    openvino_int8 = {}
+    if not args.no_openvino:
+        openvino_int8 = {kind: openvino_int8_call(models[kind], batches[focus], args.threads) for kind in models}
 
     rows: dict[str, dict] = {}  # name -> {"call", "tokens", "flops", "precision", ...}
     gemms = gemm_calls(args.quick, flags)
@@ -305,8 +318,7 @@ def main() -> None:
                 for label, hint in ov_precisions:
                     call = openvino_call(openvino, models[kind], batches[shape], hint, args.threads)
                     add(f"{kind} openvino {label} {shape[0]}x{shape[1]}", label, shape, call)
-        for kind in models:  # NNCF's quantization takes minutes at base size: the focus shape only
-            call = openvino_int8_call(models[kind], batches[focus], args.threads)
+        for kind, call in openvino_int8.items():
             add(f"{kind} openvino int8 nncf {focus[0]}x{focus[1]}", "int8", focus, call)
     if not args.no_compile:
         for kind in models:
@@ -343,7 +355,8 @@ def main() -> None:
         print(f"round {round_index + 1} done, load {os.getloadavg()}", flush=True)
 
     profiles = {}  # (precision, shape) -> kind -> (parts, top)
-    for precision, shape in (("bf16", focus), ("bf16", shapes[2]), ("fp32", shapes[0])):
+    profiled = {("bf16", focus), ("bf16", shapes[-1]), ("fp32", shapes[0])}
+    for precision, shape in sorted(profiled, key=lambda chosen: (chosen[0], shapes.index(chosen[1]))):
         chosen = bf16 if precision == "bf16" else models
         profiles[f"{precision} {shape[0]}x{shape[1]}"] = {
             kind: profile_forward(chosen[kind], batches[shape], size["num_hidden_layers"]) for kind in models
