@@ -23,9 +23,17 @@ package cannot be imported (a finder refuses it), so the code files the shipped 
   `DataCollatorForLanguageModeling(mlm_probability=0.15)`, perplexity (exp of the evaluation loss) before and after
   training; People's Daily 1998's text.
 
-run_qa is not reproduced: its answers come from its own post-processing (`utils_qa.py`), and transformers 5.24
-removed the question-answering pipeline; `hf-roformer finetune question-answering` and `hf_roformer`'s answer
-helper are the route for Chinese (docs/reading-comprehension.md). -> results/example_scripts_cpu.{json,md}
+- run_qa: `AutoModelForQuestionAnswering`, questions and contexts in windows of 384 tokens with a stride of 128
+  (`truncation="only_second"`, overflowing windows, offsets, every window padded to 384: the script's defaults),
+  answer spans labelled by offsets (the [CLS] position where a window misses the answer), answers post-processed as
+  `utils_qa.py` does (20 best starts and ends a window, spans of at most 30 tokens inside the context, the best
+  start + end logit over a question's windows), scored with SQuAD's formulas as `evaluate`'s `squad` metric gives
+  them (the script's metric; its whitespace words make F1 equal exact match on Chinese) and, for comparison, with
+  CMRC2018's character F1 (`hf-roformer finetune question-answering --language zh`); People's Daily 1998's
+  paragraphs of 80 to 160 characters, a question an entity of one of their sentences
+  (`people_daily_sets.people_daily_questions`).
+
+-> results/example_scripts_cpu.{json,md}
 """
 
 import argparse
@@ -52,17 +60,19 @@ class RefuseThePackage(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, RefuseThePackage())
 """
-SCRIPTS = ("run_glue", "run_ner", "run_swag", "run_mlm")
+SCRIPTS = ("run_glue", "run_ner", "run_swag", "run_mlm", "run_qa")
 SIZES = {"full": dict(train=800, held_out=200, epochs=2.0), "quick": dict(train=16, held_out=8, epochs=1.0)}
 # What each script is told besides its data (`--learning_rate`, `--num_train_epochs`, `--per_device_train_batch_size`):
 # the scripts' default learning rate (5e-5, TrainingArguments') barely moves a model of this size in two epochs of
 # 800 examples (run_glue 0.60 against a majority class of 0.535; run_ner entity F1 0.04), so each gets the rate of the
-# package's own recipe for its task (the demo's 5e-4; named entities' 1e-3 at batch 8); `None`: the sizes' epochs.
+# package's own recipe for its task (the demo's 5e-4; named entities' 1e-3 at batch 8; the documented reader's 5e-4
+# at batch 16); `None`: the sizes' epochs.
 SCRIPT_FLAGS = {
     "run_glue": dict(learning_rate=5e-4, batch=16, epochs=None),
     "run_ner": dict(learning_rate=1e-3, batch=8, epochs=3.0),
     "run_swag": dict(learning_rate=3e-4, batch=8, epochs=None),
     "run_mlm": dict(learning_rate=1e-4, batch=16, epochs=None),
+    "run_qa": dict(learning_rate=5e-4, batch=16, epochs=None),  # docs/reading-comprehension.md's reader
 }
 
 
@@ -75,8 +85,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def write_data(directory: Path, train: int, held_out: int) -> None:
-    """The four scripts' files in `directory` (JSON lines, the columns each script reads)."""
+    """The scripts' files in `directory` (JSON lines, the columns each script reads)."""
     from hf_roformer.apps.demo import split_reviews
+    from hf_roformer.apps.people_daily_sets import people_daily_questions
     from hf_roformer.apps.review_sets import praise_choice_questions, review_halves
     from hf_roformer.training.tasks.pretraining.corpus import peoples_daily_documents
     from hf_roformer.training.tasks.token_classification.files import read_entity_file
@@ -103,6 +114,11 @@ def write_data(directory: Path, train: int, held_out: int) -> None:
                          **{f"ending{i}": choice for i, choice in enumerate(item["choice"])},
                          "label": item["choice"].index(item["answer"])})  # fmt: skip
         write_jsonl(directory / f"swag_{split}.jsonl", rows)
+    qa_train, qa_held_out = people_daily_questions(train, held_out, min_chars=80, max_chars=160)
+    for split, questions in (("train", qa_train), ("validation", qa_held_out)):
+        write_jsonl(directory / f"qa_{split}.jsonl", [
+            {name: question[name] for name in ("id", "context", "question", "answers")} for question in questions
+        ])  # fmt: skip
     documents = peoples_daily_documents()
     write_jsonl(directory / "mlm_train.jsonl", [{"text": text} for text in documents[: 2 * train]])
     write_jsonl(directory / "mlm_validation.jsonl", [{"text": text} for text in documents[-4 * held_out :]])
@@ -271,6 +287,98 @@ def run_mlm(checkpoint, data, trust, args):
     return {"perplexity before": before, "perplexity after": math.exp(trainer.evaluate()["eval_loss"])}
 
 
+def run_qa(checkpoint, data, trust, args):
+    import collections
+
+    import datasets
+    import numpy as np
+    from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoTokenizer, Trainer, default_data_collator
+
+    raw = datasets.load_dataset("json", data_files={s: str(data / f"qa_{s}.jsonl") for s in ("train", "validation")})
+    config = AutoConfig.from_pretrained(checkpoint, trust_remote_code=trust)
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=trust)
+    model = AutoModelForQuestionAnswering.from_pretrained(checkpoint, config=config, trust_remote_code=trust)
+    max_seq_length, doc_stride, n_best_size, max_answer_length = 384, 128, 20, 30
+
+    def windows(rows):
+        return tokenizer(
+            [question.lstrip() for question in rows["question"]], rows["context"], truncation="only_second",
+            max_length=max_seq_length, stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
+            padding="max_length",
+        )  # fmt: skip
+
+    def prepare_train_features(rows):
+        encoded = windows(rows)
+        sample_mapping = encoded.pop("overflow_to_sample_mapping")
+        encoded["start_positions"], encoded["end_positions"] = [], []
+        for index, offsets in enumerate(encoded.pop("offset_mapping")):
+            input_ids = encoded["input_ids"][index]
+            cls_index = input_ids.index(tokenizer.cls_token_id)
+            sequence_ids = encoded.sequence_ids(index)
+            answers = rows["answers"][sample_mapping[index]]
+            start_char = answers["answer_start"][0]
+            end_char = start_char + len(answers["text"][0])
+            token_start = sequence_ids.index(1)
+            token_end = len(input_ids) - 1 - sequence_ids[::-1].index(1)
+            if not (offsets[token_start][0] <= start_char and offsets[token_end][1] >= end_char):
+                encoded["start_positions"].append(cls_index)
+                encoded["end_positions"].append(cls_index)
+                continue
+            while token_start < len(offsets) and offsets[token_start][0] <= start_char:
+                token_start += 1
+            while offsets[token_end][1] >= end_char:
+                token_end -= 1
+            encoded["start_positions"].append(token_start - 1)
+            encoded["end_positions"].append(token_end + 1)
+        return encoded
+
+    def prepare_validation_features(rows):
+        encoded = windows(rows)
+        sample_mapping = encoded.pop("overflow_to_sample_mapping")
+        encoded["example_id"] = []
+        for index in range(len(encoded["input_ids"])):
+            sequence_ids = encoded.sequence_ids(index)
+            encoded["example_id"].append(rows["id"][sample_mapping[index]])
+            encoded["offset_mapping"][index] = [
+                offset if sequence_ids[k] == 1 else None for k, offset in enumerate(encoded["offset_mapping"][index])
+            ]
+        return encoded
+
+    columns = raw["train"].column_names
+    train_features = raw["train"].map(prepare_train_features, batched=True, remove_columns=columns)
+    eval_examples = raw["validation"]
+    eval_features = eval_examples.map(prepare_validation_features, batched=True, remove_columns=columns)
+
+    trainer = Trainer(
+        model=model, args=training_arguments(args.output, args.epochs, "run_qa"), train_dataset=train_features,
+        processing_class=tokenizer, data_collator=default_data_collator,
+    )  # fmt: skip
+    trainer.train()
+    inputs = eval_features.remove_columns(["example_id", "offset_mapping"])
+    start_logits, end_logits = trainer.predict(inputs).predictions
+
+    features_of = collections.defaultdict(list)
+    for index, example_id in enumerate(eval_features["example_id"]):
+        features_of[example_id].append(index)
+    predictions = {}
+    for example in eval_examples:
+        candidates = []
+        for index in features_of[example["id"]]:
+            offsets = eval_features[index]["offset_mapping"]
+            starts = np.argsort(start_logits[index])[-1 : -n_best_size - 1 : -1]
+            ends = np.argsort(end_logits[index])[-1 : -n_best_size - 1 : -1]
+            for start in starts:
+                for end in ends:
+                    if start >= len(offsets) or end >= len(offsets) or offsets[start] is None or offsets[end] is None:
+                        continue
+                    if end < start or end - start + 1 > max_answer_length:
+                        continue
+                    score = start_logits[index][start] + end_logits[index][end]
+                    candidates.append((score, example["context"][offsets[start][0] : offsets[end][1]]))
+        predictions[example["id"]] = max(candidates)[1] if candidates else "empty"
+    return {"predictions": predictions}
+
+
 def worker(args) -> None:
     """One script's calls by one route, in this process; the metrics printed as JSON on the last line."""
     if args.route == "remote_code":
@@ -289,6 +397,19 @@ def worker(args) -> None:
         metrics = globals()[args.worker](args.checkpoint, Path(args.data), args.route == "remote_code", args)
     metrics["seconds"] = time.perf_counter() - start
     print(json.dumps(metrics))
+
+
+def question_answering_metrics(result: dict, data: Path) -> dict:
+    """run_qa's predictions scored with SQuAD's formulas (what `evaluate`'s `squad` metric computes: exact match and
+    F1 over whitespace words) and with CMRC2018's character F1, against the held-out answers."""
+    from hf_roformer.training.tasks.question_answering.metrics import question_answering_scores
+
+    lines = (data / "qa_validation.jsonl").read_text(encoding="utf-8").splitlines()
+    references = {row["id"]: row["answers"]["text"] for row in map(json.loads, lines)}
+    squad = question_answering_scores(result["predictions"], references, "en")
+    cmrc = question_answering_scores(result["predictions"], references, "zh")
+    return {"exact match (squad)": squad["exact_match"], "F1 (squad)": squad["f1"], "F1 (CMRC2018)": cmrc["f1"],
+            "seconds": result["seconds"]}  # fmt: skip
 
 
 def main() -> None:
@@ -327,6 +448,8 @@ def main() -> None:
                 results[(script, route)] = {"error": done.stderr.strip().splitlines()[-1]}
             else:
                 results[(script, route)] = json.loads(done.stdout.strip().splitlines()[-1])
+            if "predictions" in results[(script, route)]:
+                results[(script, route)] = question_answering_metrics(results[(script, route)], data)
             print(script, route, results[(script, route)], flush=True)
     info = benchlib.machine_info(torch.device("cpu"))
     info.update(threads=args.threads, load_before=load_before, load_after=os.getloadavg(), **sizes)
