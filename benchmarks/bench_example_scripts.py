@@ -357,6 +357,8 @@ def run_qa(checkpoint, data, trust, args):
     inputs = eval_features.remove_columns(["example_id", "offset_mapping"])
     start_logits, end_logits = trainer.predict(inputs).predictions
 
+    # utils_qa.py's post-processing, written out: the package's `spans_of_window` applies the same rule, but this
+    # process cannot import the package on the remote-code route.
     features_of = collections.defaultdict(list)
     for index, example_id in enumerate(eval_features["example_id"]):
         features_of[example_id].append(index)
