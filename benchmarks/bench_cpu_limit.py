@@ -18,8 +18,10 @@ Rows (random weights, dropout 0, no downloads):
   hf_roformer quantized by torchao (int8 weights and activations) and compiled with frozen weights, at 8 x 512.
 - OpenVINO (both models, converted by `openvino.convert_model` from each shape's batch, compiled for the CPU): fp32
   and, where the CPU has AMX-BF16 or AVX512-BF16, bf16 up to 512 tokens (with the other rows, converting at 4 x 2,048
-  ran out of a 24 GB machine's memory); int8 through NNCF (OpenVINO's own quantizer,
-  int8 weights and activations) at 8 x 512. A table gives each model's fastest route per precision and shape.
+  ran out of a 24 GB machine's memory); int8 through NNCF (OpenVINO's own quantizer, int8 weights and activations)
+  at the focus shape: NNCF's transformer preset as it is, and with attention's inputs left unquantized (every linear
+  layer int8, attention in the compiled model's bf16 or fp32). A table gives each model's fastest route per precision
+  and shape.
 - Training at 8 x 512: forward, backward and an AdamW step under bf16 autocast (fp32 weights).
 
 Every row reports tokens/s, model FLOP/s (per token 2 x the encoder's weights plus 4 x length x hidden per layer;
@@ -181,16 +183,23 @@ def onnx_call(session, batch: dict) -> Callable[[], object]:
     return lambda: session.run(None, feed)
 
 
-def openvino_int8_call(model: torch.nn.Module, batch: dict, threads: int) -> Callable[[], object]:
+def openvino_int8_call(
+    model: torch.nn.Module, batch: dict, threads: int, attention_in_int8: bool = True
+) -> Callable[[], object]:
     """The model converted by OpenVINO from `batch` and quantized by NNCF (OpenVINO's own quantizer: int8 weights and
-    activations, transformer preset, calibrated on the batch itself), compiled for the CPU on `threads` threads."""
+    activations, transformer preset, calibrated on the batch itself), compiled for the CPU on `threads` threads.
+
+    With `attention_in_int8=False` NNCF leaves the attention operation's inputs unquantized (`ignored_scope`), so
+    attention runs in the compiled model's floating-point precision while every linear layer stays int8: with RoPE,
+    quantizing attention's query and key puts a FakeQuantize (and a layout change to float32) after each rotation."""
     import nncf
     import openvino
 
     converted = openvino.convert_model(model, example_input=batch)
     arrays = {name: tensor.numpy() for name, tensor in batch.items()}
+    ignored = None if attention_in_int8 else nncf.IgnoredScope(types=["ScaledDotProductAttention"])
     quantized = nncf.quantize(
-        converted, nncf.Dataset([arrays]), model_type=nncf.ModelType.TRANSFORMER, subset_size=1
+        converted, nncf.Dataset([arrays]), model_type=nncf.ModelType.TRANSFORMER, subset_size=1, ignored_scope=ignored
     )
     compiled = openvino.compile_model(quantized, "CPU", {"INFERENCE_NUM_THREADS": threads})
     return lambda: compiled(arrays)[0]
@@ -274,7 +283,11 @@ def main() -> None:
     # (quantized after them, it ran a 24 GB machine out of memory). It takes minutes at base size: the focus shape only.
     openvino_int8 = {}
     if not args.no_openvino:
-        openvino_int8 = {kind: openvino_int8_call(models[kind], batches[focus], args.threads) for kind in models}
+        for kind in models:
+            for label, attention_in_int8 in (("", True), (" attention unquantized", False)):
+                openvino_int8[f"{kind} openvino int8 nncf{label}"] = openvino_int8_call(
+                    models[kind], batches[focus], args.threads, attention_in_int8
+                )
 
     rows: dict[str, dict] = {}  # name -> {"call", "tokens", "flops", "precision", ...}
     gemms = gemm_calls(args.quick, flags)
@@ -318,8 +331,8 @@ def main() -> None:
                 for label, hint in ov_precisions:
                     call = openvino_call(openvino, models[kind], batches[shape], hint, args.threads)
                     add(f"{kind} openvino {label} {shape[0]}x{shape[1]}", label, shape, call)
-        for kind, call in openvino_int8.items():
-            add(f"{kind} openvino int8 nncf {focus[0]}x{focus[1]}", "int8", focus, call)
+        for name, call in openvino_int8.items():
+            add(f"{name} {focus[0]}x{focus[1]}", "int8", focus, call)
     if not args.no_compile:
         for kind in models:
             for precision, model in (("bf16", bf16[kind]),):  # the precision of the targets (a compile takes minutes)

@@ -4,6 +4,7 @@ one run: base size (768 hidden, 12 layers, 12 heads), random weights, 2 threads.
     python benchmarks/bench_openvino.py             # 8 x 512 tokens, best of 5 interleaved rounds
     python benchmarks/bench_openvino.py --shape 32x128
     python benchmarks/bench_openvino.py --quick     # a tiny model and short inputs: checks that every row runs
+    python benchmarks/bench_openvino.py --int8 --shape 32x128 --rounds 10   # the int8 rows only (needs nncf)
 
 Rows: transformers' `BertModel` and hf_roformer, each converted by OpenVINO as its users convert a PyTorch model
 (`openvino.convert_model(model, example_input=...)`, which traces with TorchScript) and compiled for the CPU in its
@@ -11,8 +12,11 @@ default precision (bfloat16 where the CPU has bfloat16 units, float32 elsewhere)
 PyTorch, bfloat16 (`model.to(torch.bfloat16)`, eager) and float32. Every row first checks its outputs against the
 PyTorch model in float32 (the largest difference is in the table). The rounds are interleaved (each round runs every
 row once) and each row keeps its best round; the load average is recorded before and after.
-Needs `pip install openvino` (no dependency of the package). -> results/openvino_cpu.{json,md}
-(`--shape 32x128`: results/openvino_cpu_32x128.*)
+With `--int8`, the rows are both models quantized by NNCF (`nncf.quantize`, transformer preset, calibrated on the
+timed batch) as the preset quantizes them and with attention's inputs left unquantized (every linear layer int8,
+attention in the compiled model's default precision), against BERT's preset route.
+Needs `pip install openvino` (`--int8`: and `nncf`; no dependency of the package). -> results/openvino_cpu.{json,md}
+(`--shape 32x128`: results/openvino_cpu_32x128.*; `--int8`: results/openvino_int8_cpu_BATCHxLENGTH.*)
 """
 
 import argparse
@@ -74,6 +78,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--shape", default="8x512", help="BATCHxLENGTH of the inputs (default: 8x512)")
     parser.add_argument("--output", help="results/NAME.* (default: openvino_cpu, or openvino_cpu_BATCHxLENGTH)")
+    parser.add_argument("--int8", action="store_true", help="the NNCF int8 rows of both models only")
     args = parser.parse_args()
     import openvino
 
@@ -87,13 +92,24 @@ def main() -> None:
     with torch.inference_mode():
         references = {name: model(**example).last_hidden_state for name, model in built.items()}
     rows = {}
-    for name in ("BERT-SDPA", "hf_roformer"):
-        for label, precision in (("default precision", None), ("f32", "f32")):
-            converted = openvino_call(openvino, built[name], example, precision, args.threads)
-            rows[f"{name}, OpenVINO, {label}"] = (name, converted)
-    copy = models(QUICK if args.quick else BASE)["hf_roformer"]  # the same weights, cast to bfloat16
-    rows["hf_roformer, PyTorch bf16 (eager)"] = ("hf_roformer", torch_call(copy, example, torch.bfloat16))
-    rows["hf_roformer, PyTorch f32 (eager)"] = ("hf_roformer", torch_call(built["hf_roformer"], example, torch.float32))
+    if args.int8:
+        from bench_cpu_limit import openvino_int8_call
+
+        for name in ("BERT-SDPA", "hf_roformer"):
+            for label, attention_in_int8 in (("NNCF int8", True), ("NNCF int8, attention unquantized", False)):
+                quantized = openvino_int8_call(built[name], example, args.threads, attention_in_int8)
+                rows[f"{name}, OpenVINO, {label}"] = (name, lambda call=quantized: torch.as_tensor(call()))
+        reference_row = "BERT-SDPA, OpenVINO, NNCF int8"
+    else:
+        for name in ("BERT-SDPA", "hf_roformer"):
+            for label, precision in (("default precision", None), ("f32", "f32")):
+                converted = openvino_call(openvino, built[name], example, precision, args.threads)
+                rows[f"{name}, OpenVINO, {label}"] = (name, converted)
+        copy = models(QUICK if args.quick else BASE)["hf_roformer"]  # the same weights, cast to bfloat16
+        rows["hf_roformer, PyTorch bf16 (eager)"] = ("hf_roformer", torch_call(copy, example, torch.bfloat16))
+        f32_call = torch_call(built["hf_roformer"], example, torch.float32)
+        rows["hf_roformer, PyTorch f32 (eager)"] = ("hf_roformer", f32_call)
+        reference_row = "BERT-SDPA, OpenVINO, default precision"
     differences = {label: float((call() - references[name]).abs().max()) for label, (name, call) in rows.items()}
     load_before = os.getloadavg()
     best = {label: float("inf") for label in rows}
@@ -109,26 +125,34 @@ def main() -> None:
     default_precision = str(openvino.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
     info.update(openvino=openvino.__version__, threads=args.threads, load_before=load_before, load_after=load_after,
                 inference_precision_default=default_precision)  # fmt: skip
-    bert_ov = tokens / best["BERT-SDPA, OpenVINO, default precision"]
+    bert_ov = tokens / best[reference_row]
     table = [
         [label, f"{tokens / seconds:,.0f}", f"{tokens / seconds / bert_ov:.2f}x", f"{differences[label]:.1e}"]
         for label, seconds in best.items()
     ]
     shape = f"{batch} x {length}"
+    if args.int8:
+        import nncf
+
+        info.update(nncf=nncf.__version__)
+    command = " ".join(["python benchmarks/bench_openvino.py", *sys.argv[1:]])
+    title = "OpenVINO int8 through NNCF" if args.int8 else "OpenVINO against hf_roformer's PyTorch route"
     markdown = (
-        f"# OpenVINO against hf_roformer's PyTorch route ({shape} tokens, {args.threads} threads)\n\n"
-        f"`python benchmarks/bench_openvino.py{' --quick' if args.quick else ''}`: {info['cpu']}, torch "
-        f"{info['torch']}, transformers {info['transformers']}, OpenVINO {info['openvino']} (default CPU precision: "
-        f"{info['inference_precision_default']}), best of {args.rounds} interleaved rounds, load average "
+        f"# {title} ({shape} tokens, {args.threads} threads)\n\n"
+        f"`{command}`: {info['cpu']}, torch {info['torch']}, transformers {info['transformers']}, OpenVINO "
+        f"{info['openvino']} (default CPU precision: {info['inference_precision_default']})"
+        f"{', NNCF ' + info['nncf'] if args.int8 else ''}, best of {args.rounds} interleaved rounds, load average "
         f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; {info['date']}.\n\n"
         + benchlib.markdown_table(
-            ["route", "tokens/s", "vs BERT through OpenVINO (default precision)", "max |difference| vs PyTorch f32"],
+            ["route", "tokens/s", f"vs {reference_row}", "max |difference| vs PyTorch f32"],
             table,
         )
     )
     payload = {"machine": info, "shape": [batch, length], "tokens_per_second": {k: tokens / v for k, v in best.items()},
                "max_difference": differences}  # fmt: skip
     default_name = "openvino_cpu" if (batch, length) == (8, 512) else f"openvino_cpu_{batch}x{length}"
+    if args.int8:
+        default_name = f"openvino_int8_cpu_{batch}x{length}"
     name = "openvino_cpu_quick" if args.quick else args.output or default_name
     for path in benchlib.write_results(name, payload, markdown):
         print(f"wrote {path}")
