@@ -306,6 +306,9 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3, help="timed passes per server, the fastest reported")
     parser.add_argument("--no_pipeline", dest="pipeline", action="store_false", help="vLLM's servers only")
     parser.add_argument("--results", default="serving_cpu", help="results name under benchmarks/results/")
+    parser.add_argument(
+        "--reverse", action="store_true", help="start the servers of each task in the opposite order (BERT first)"
+    )
     worker = ("MODEL", "TASK", "TEXTS", "THREADS")
     parser.add_argument("--pipeline-worker", nargs=4, metavar=worker, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
@@ -325,7 +328,8 @@ def main() -> None:
         scratch = Path(scratch)
         models = save_models(scratch / "models")
         for task in ENDPOINTS:
-            for system, (name, native) in SERVERS.items():
+            order = list(SERVERS.items())[:: -1 if arguments.reverse else 1]
+            for system, (name, native) in order:
                 print(f"{task}: {system} ...", flush=True)
                 results[task][system] = serve_and_measure(
                     models[f"{name}-{task}"], task, texts, arguments.concurrency, arguments.passes,
