@@ -183,28 +183,6 @@ def onnx_call(session, batch: dict) -> Callable[[], object]:
     return lambda: session.run(None, feed)
 
 
-def openvino_int8_call(
-    model: torch.nn.Module, batch: dict, threads: int, attention_in_int8: bool = True
-) -> Callable[[], object]:
-    """The model converted by OpenVINO from `batch` and quantized by NNCF (OpenVINO's own quantizer: int8 weights and
-    activations, transformer preset, calibrated on the batch itself), compiled for the CPU on `threads` threads.
-
-    With `attention_in_int8=False` NNCF leaves the attention operation's inputs unquantized (`ignored_scope`), so
-    attention runs in the compiled model's floating-point precision while every linear layer stays int8: with RoPE,
-    quantizing attention's query and key puts a FakeQuantize (and a layout change to float32) after each rotation."""
-    import nncf
-    import openvino
-
-    converted = openvino.convert_model(model, example_input=batch)
-    arrays = {name: tensor.numpy() for name, tensor in batch.items()}
-    ignored = None if attention_in_int8 else nncf.IgnoredScope(types=["ScaledDotProductAttention"])
-    quantized = nncf.quantize(
-        converted, nncf.Dataset([arrays]), model_type=nncf.ModelType.TRANSFORMER, subset_size=1, ignored_scope=ignored
-    )
-    compiled = openvino.compile_model(quantized, "CPU", {"INFERENCE_NUM_THREADS": threads})
-    return lambda: compiled(arrays)[0]
-
-
 def training_step(model: torch.nn.Module, batch: dict, precision: str = "bf16") -> Callable[[], object]:
     """One forward, backward and AdamW step: under bf16 autocast (fp32 master weights), or all in fp32 with
     `precision="fp32"`."""
@@ -283,6 +261,8 @@ def main() -> None:
     # (quantized after them, it ran a 24 GB machine out of memory). It takes minutes at base size: the focus shape only.
     openvino_int8 = {}
     if not args.no_openvino:
+        from bench_openvino import openvino_int8_call
+
         for kind in models:
             for label, attention_in_int8 in (("", True), (" attention unquantized", False)):
                 openvino_int8[f"{kind} openvino int8 nncf{label}"] = openvino_int8_call(

@@ -27,6 +27,7 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
+from bench_openvino import nncf_int8  # noqa: E402
 
 import hf_roformer  # noqa: E402
 from hf_roformer.apps.demo import DEMO_MAX_LENGTH, run_demo, split_reviews  # noqa: E402
@@ -83,7 +84,7 @@ def openvino_variants(directory: Path, example: dict, calibration: list[dict], t
     """Name -> loaders of the OpenVINO routes (none where openvino or nncf is not installed)."""
     if (modules := openvino_and_nncf()) is None:
         return {}
-    openvino, nncf = modules
+    openvino = modules[0]
 
     def saved_bytes(model) -> int:
         """Bytes of the model's weights as OpenVINO stores them (the .bin file `save_model` writes)."""
@@ -96,15 +97,7 @@ def openvino_variants(directory: Path, example: dict, calibration: list[dict], t
         converted = openvino.convert_model(classifier, example_input=dict(example))
         if int8:
             arrays = [{name: tensor.numpy() for name, tensor in batch.items()} for batch in calibration]
-            # attention_in_int8=False: attention's inputs unquantized, every linear layer int8 (see bench_cpu_limit.py)
-            ignored = None if attention_in_int8 else nncf.IgnoredScope(types=["ScaledDotProductAttention"])
-            converted = nncf.quantize(
-                converted,
-                nncf.Dataset(arrays),
-                model_type=nncf.ModelType.TRANSFORMER,
-                subset_size=len(arrays),
-                ignored_scope=ignored,
-            )
+            converted = nncf_int8(converted, arrays, attention_in_int8)
         model = openvino.compile_model(converted, "CPU", {"INFERENCE_NUM_THREADS": threads})
         return OpenVinoClassifier(model, saved_bytes(converted))
 
