@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer.remote_code import attention_hf_roformer  # noqa: E402
+from hf_roformer.remote_code import modeling_hf_roformer  # noqa: E402
 
 
-SEPARATE = attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value
+SEPARATE = modeling_hf_roformer.HfRoFormerAttentionBase.project_query_key_value
 BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
 SMOKE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 CUDA_SHAPES = [(32, 128), (8, 512), (4, 2048), (1, 8192)]
@@ -65,11 +65,11 @@ def run_calls(model, input_ids: torch.Tensor) -> dict:
         return call
 
     def joined_per_forward():
-        attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = one_product
+        modeling_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = one_product
         try:
             forward(model)()
         finally:
-            attention_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = SEPARATE
+            modeling_hf_roformer.HfRoFormerAttentionBase.project_query_key_value = SEPARATE
 
     return {
         "three products": forward(model),

@@ -99,14 +99,14 @@ def forward_call(kind: str, case: str, batch: int, length: int):
 def accelerator_operator_counts(call) -> dict:
     """Operators of one call as tensors on an accelerator dispatch them: the checks that read values on the host for
     CPU tensors take their device path (an asynchronous assertion), as `tests/test_host_syncs.py` counts them."""
-    from hf_roformer.remote_code import input_checks_hf_roformer
+    from hf_roformer.remote_code import modeling_hf_roformer
 
-    reads = input_checks_hf_roformer.reads_values_on_host
-    input_checks_hf_roformer.reads_values_on_host = lambda tensor: False
+    reads = modeling_hf_roformer.reads_values_on_host
+    modeling_hf_roformer.reads_values_on_host = lambda tensor: False
     try:
         return count_operators(call)
     finally:
-        input_checks_hf_roformer.reads_values_on_host = reads
+        modeling_hf_roformer.reads_values_on_host = reads
 
 
 def best_times(calls: dict, rounds: int, calls_per_round: int) -> dict:

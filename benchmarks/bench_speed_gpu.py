@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer.remote_code import padding_free_hf_roformer, rotary_kernels_hf_roformer  # noqa: E402
+from hf_roformer.remote_code import modeling_hf_roformer, rotary_kernels_hf_roformer  # noqa: E402
 from hf_roformer.remote_code.rotary_hf_roformer import TokenRotation, rotate_interleaved, rotation_cos_sin  # noqa: E402
 
 
@@ -149,9 +149,9 @@ def padded_vs_packed(device, dtype, size, lengths, repeats) -> dict:
         runs["padded batch, flash_attention_2, padding_free=auto"] = (flash, "auto", padded)
     results = {"real_token_share": sum(lengths) / (len(lengths) * width)}
     varlen_calls = []
-    if padding_free_hf_roformer.varlen_attn is not None:  # count calls, to report which runs used the kernel
-        kernel = padding_free_hf_roformer.varlen_attn
-        padding_free_hf_roformer.varlen_attn = lambda *a, **k: varlen_calls.append(1) or kernel(*a, **k)
+    if modeling_hf_roformer.varlen_attn is not None:  # count calls, to report which runs used the kernel
+        kernel = modeling_hf_roformer.varlen_attn
+        modeling_hf_roformer.varlen_attn = lambda *a, **k: varlen_calls.append(1) or kernel(*a, **k)
     real = attention_mask.bool()
     outputs = {}
 
@@ -185,8 +185,8 @@ def padded_vs_packed(device, dtype, size, lengths, repeats) -> dict:
     for name, output in outputs.items():
         results[name]["max_abs_diff_vs_padded"] = (output - reference).abs().max().item()
     model.config.padding_free = "auto"
-    if padding_free_hf_roformer.varlen_attn is not None:
-        padding_free_hf_roformer.varlen_attn = kernel
+    if modeling_hf_roformer.varlen_attn is not None:
+        modeling_hf_roformer.varlen_attn = kernel
     return results
 
 

@@ -7,7 +7,7 @@ from conftest import tiny_config
 import hf_roformer
 
 
-pytestmark = pytest.mark.releases("remote_code.attention_hf_roformer")  # see setup.cfg
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
 
 
 BACKENDS = ["eager", "sdpa", "flex_attention"]

@@ -24,13 +24,8 @@ AUTO_HEADS = {auto_class.__name__: model_class for auto_class, model_class in hf
 HUB_FILES = {
     "configuration_hf_roformer.py",
     "modeling_hf_roformer.py",
-    "layers_hf_roformer.py",
-    "attention_hf_roformer.py",
-    "heads_hf_roformer.py",
-    "memory_saving_hf_roformer.py",
     "saving_hf_roformer.py",
     "rotary_hf_roformer.py",
-    "rope_scaling_hf_roformer.py",
     "rotary_kernels_hf_roformer.py",
     "linear_attention_hf_roformer.py",
     "blockwise_attention_hf_roformer.py",

@@ -976,7 +976,7 @@ def test_push_uploads_everything_a_remote_user_needs(converted):
     expected = {
         "model.safetensors", "config.json", "generation_config.json", "README.md", "conversion_report.json",
         "configuration_hf_roformer.py", "modeling_hf_roformer.py", "rotary_hf_roformer.py",
-        "rope_scaling_hf_roformer.py", "linear_attention_hf_roformer.py", "rotary_kernels_hf_roformer.py",
+        "linear_attention_hf_roformer.py", "rotary_kernels_hf_roformer.py",
         "sentence_transformers_hf_roformer.py", "tokenization_hf_roformer.py", "tokenizer.json",
         "tokenizer_config.json", "vocab.txt", "modules.json", "sentence_bert_config.json",
         "config_sentence_transformers.json",

@@ -17,7 +17,7 @@ from hf_roformer.remote_code.releases_hf_roformer import CACHE_FIELD, LEGACY_CAC
 
 
 pytestmark = [  # see setup.cfg
-    pytest.mark.releases("remote_code.batch_layout_hf_roformer", "remote_code.modeling_hf_roformer"),
+    pytest.mark.releases("remote_code.modeling_hf_roformer"),
 ]
 
 

@@ -9,7 +9,7 @@ import transformers
 from sync_counting import count_operators
 
 import hf_roformer
-from hf_roformer.remote_code import input_checks_hf_roformer
+from hf_roformer.remote_code import modeling_hf_roformer
 from hf_roformer.remote_code.releases_hf_roformer import output_cache
 
 
@@ -17,7 +17,7 @@ from hf_roformer.remote_code.releases_hf_roformer import output_cache
 def accelerator_checks(monkeypatch):
     """Count the path tensors on an accelerator take: checks that read values on the host for CPU tensors become
     device assertions there."""
-    monkeypatch.setattr(input_checks_hf_roformer, "reads_values_on_host", lambda tensor: False)
+    monkeypatch.setattr(modeling_hf_roformer, "reads_values_on_host", lambda tensor: False)
 
 
 SIZE = dict(

@@ -12,7 +12,7 @@ from conftest import tiny_config
 import hf_roformer
 
 
-pytestmark = pytest.mark.releases("remote_code.input_checks_hf_roformer")  # see setup.cfg
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
 
 
 CASES = 600

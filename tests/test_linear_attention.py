@@ -8,8 +8,7 @@ from conftest import assert_left_padded_generation_matches, rotation_matrix, tin
 import hf_roformer
 from hf_roformer.remote_code.linear_attention_hf_roformer import causal_linear_attention, linear_attention_features
 from hf_roformer.remote_code.releases_hf_roformer import output_cache
-from hf_roformer.remote_code.rope_scaling_hf_roformer import rope_inverse_frequencies
-from hf_roformer.remote_code.rotary_hf_roformer import rotate_interleaved
+from hf_roformer.remote_code.rotary_hf_roformer import rope_inverse_frequencies, rotate_interleaved
 
 
 pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg

@@ -6,12 +6,11 @@ import torch
 from conftest import tiny_config
 
 import hf_roformer
-from hf_roformer.remote_code.layers_hf_roformer import HfRoFormerLayer
-from hf_roformer.remote_code.memory_saving_hf_roformer import HfRoFormerDropout
+from hf_roformer.remote_code.modeling_hf_roformer import HfRoFormerDropout, HfRoFormerLayer
 from hf_roformer.remote_code.rotary_hf_roformer import HfRoFormerRotaryEmbedding, TokenRotation
 
 
-pytestmark = pytest.mark.releases("remote_code.memory_saving_hf_roformer")  # see setup.cfg
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
 
 
 def test_hidden_dropout_keeps_a_boolean_mask():

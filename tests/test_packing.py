@@ -10,7 +10,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 import hf_roformer
-from hf_roformer.remote_code.batch_layout_hf_roformer import packed_row_sequences, split_packed_row_boundaries
+from hf_roformer.remote_code.modeling_hf_roformer import packed_row_sequences, split_packed_row_boundaries
 
 
 SEQUENCES = [[5, 6, 7, 8, 9], [11, 12, 13], [21, 22, 23, 24, 25, 26, 27]]
@@ -165,13 +165,13 @@ def test_packed_rows_refuse_what_they_cannot_mean(extra, message):
 @pytest.mark.parametrize("is_decoder", [False, True])
 def test_declared_packed_row_on_cuda_runs_the_varlen_kernel(is_decoder, monkeypatch):
     """bf16 on CUDA: the declared row goes through `varlen_attn` (counted) and equals each sequence alone."""
-    from hf_roformer.remote_code import padding_free_hf_roformer
+    from hf_roformer.remote_code import modeling_hf_roformer
 
-    if padding_free_hf_roformer.varlen_attn is None:
+    if modeling_hf_roformer.varlen_attn is None:
         pytest.skip("torch has no varlen_attn (needs >= 2.10)")
     calls = []
-    kernel = padding_free_hf_roformer.varlen_attn
-    monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    kernel = modeling_hf_roformer.varlen_attn
+    monkeypatch.setattr(modeling_hf_roformer, "varlen_attn", lambda *a, **k: calls.append(1) or kernel(*a, **k))
     torch.manual_seed(0)
     config = tiny_config(hidden_size=256, num_attention_heads=4, is_decoder=is_decoder, use_cache=False)
     model = hf_roformer.HfRoFormerModel(config).to("cuda", torch.bfloat16).eval()

@@ -6,8 +6,8 @@ from conftest import randomize_norms, tiny_config
 from torch.nn import functional
 
 import hf_roformer
-from hf_roformer.remote_code import batch_layout_hf_roformer, modeling_hf_roformer, padding_free_hf_roformer
-from hf_roformer.remote_code.padding_free_hf_roformer import unpad_batch
+from hf_roformer.remote_code import modeling_hf_roformer
+from hf_roformer.remote_code.modeling_hf_roformer import unpad_batch
 from hf_roformer.remote_code.releases_hf_roformer import output_cache
 
 
@@ -176,7 +176,7 @@ def test_sdpa_packed_row_goes_through_the_varlen_kernel(monkeypatch):
         calls.append(args[3])
         return reference_varlen_attn(*args, **kwargs)
 
-    monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
+    monkeypatch.setattr(modeling_hf_roformer, "varlen_attn", recording_varlen)
     monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
     for is_decoder in (False, True):
         rope = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8}
@@ -200,7 +200,7 @@ def test_packed_row_input_goes_through_the_varlen_kernel(monkeypatch):
         calls.append(args[3])
         return reference_varlen_attn(*args, **kwargs)
 
-    monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
+    monkeypatch.setattr(modeling_hf_roformer, "varlen_attn", recording_varlen)
     monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
     lengths = [5, 9, 3]
     generator = torch.Generator().manual_seed(6)
@@ -229,7 +229,7 @@ def test_auto_keeps_the_padded_batch_where_no_varlen_kernel_runs(monkeypatch):
     """On CPU (no variable-length kernel) `auto` must not pay for packing; `always` packs."""
     packs = []
     monkeypatch.setattr(
-        batch_layout_hf_roformer, "unpad_batch", lambda mask, *args: packs.append(mask) or unpad_batch(mask, *args)
+        modeling_hf_roformer, "unpad_batch", lambda mask, *args: packs.append(mask) or unpad_batch(mask, *args)
     )
     model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
     inputs = padded_batch()
@@ -276,17 +276,17 @@ def test_padding_free_on_cuda_equals_padded(dtype, attn_implementation, monkeypa
         pytest.importorskip("flash_attn")
         if dtype == torch.float32:
             pytest.skip("flash-attn runs in half precision only")
-    if attn_implementation == "sdpa" and dtype == torch.bfloat16 and padding_free_hf_roformer.varlen_attn is None:
+    if attn_implementation == "sdpa" and dtype == torch.bfloat16 and modeling_hf_roformer.varlen_attn is None:
         pytest.skip("torch has no varlen_attn (needs >= 2.10)")
     config = tiny_config(hidden_size=256, num_attention_heads=4, attn_implementation=attn_implementation)
     model = hf_roformer.HfRoFormerModel(config).to("cuda", dtype).eval()
     inputs = {key: value.cuda() for key, value in padded_batch().items()}
     mode = "always"
     varlen_calls = []
-    if attn_implementation == "sdpa" and padding_free_hf_roformer.varlen_attn is not None:
-        kernel = padding_free_hf_roformer.varlen_attn
+    if attn_implementation == "sdpa" and modeling_hf_roformer.varlen_attn is not None:
+        kernel = modeling_hf_roformer.varlen_attn
         monkeypatch.setattr(
-            padding_free_hf_roformer, "varlen_attn", lambda *a, **k: varlen_calls.append(1) or kernel(*a, **k)
+            modeling_hf_roformer, "varlen_attn", lambda *a, **k: varlen_calls.append(1) or kernel(*a, **k)
         )
     with torch.no_grad():
         padded = outputs_with(model, "never", inputs).last_hidden_state.float()
@@ -317,7 +317,7 @@ def test_auto_unpads_only_where_it_measured_faster(monkeypatch, length, real_len
         calls.append(args[3])
         return reference_varlen_attn(*args, **kwargs)
 
-    monkeypatch.setattr(padding_free_hf_roformer, "varlen_attn", recording_varlen)
+    monkeypatch.setattr(modeling_hf_roformer, "varlen_attn", recording_varlen)
     monkeypatch.setattr(modeling_hf_roformer, "varlen_kernel_applies", lambda *args: True)
     model = hf_roformer.HfRoFormerModel(tiny_config(num_hidden_layers=1)).eval()
     input_ids = torch.randint(1, 99, (len(real_lengths), length), generator=torch.Generator().manual_seed(0))

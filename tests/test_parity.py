@@ -10,7 +10,7 @@ from hf_roformer.remote_code.releases_hf_roformer import CACHE_FIELD
 
 
 pytestmark = [  # see setup.cfg
-    pytest.mark.releases("remote_code.attention_hf_roformer", "remote_code.modeling_hf_roformer"),
+    pytest.mark.releases("remote_code.modeling_hf_roformer"),
 ]
 
 

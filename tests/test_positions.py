@@ -8,7 +8,7 @@ from conftest import tiny_config
 import hf_roformer
 
 
-pytestmark = pytest.mark.releases("remote_code.batch_layout_hf_roformer")  # see setup.cfg
+pytestmark = pytest.mark.releases("remote_code.modeling_hf_roformer")  # see setup.cfg
 
 
 LENGTH = 12

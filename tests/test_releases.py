@@ -67,8 +67,8 @@ def test_ci_runs_the_readme_test_command_and_prints_the_releases():
 # code): each needs a test marked `releases` naming it.
 RELEASE_SENSITIVE_AREAS = {
     "auto_registration": "the Auto classes' registration",
-    "remote_code.attention_hf_roformer": "the attention interface and the backends' signatures",
-    "remote_code.rope_scaling_hf_roformer": "transformers' rope initialization functions",
+    "remote_code.modeling_hf_roformer": "the attention interface and the backends' signatures",
+    "remote_code.rotary_hf_roformer": "transformers' rope initialization functions",
     "training.run.training_run": "the Trainer's construction, callbacks and resume",
     "training.run.checkpoints": "the files of the Trainer's checkpoints",
 }

@@ -16,11 +16,11 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import hf_roformer
 from hf_roformer.remote_code.config_rules_hf_roformer import rope_attention_factor
-from hf_roformer.remote_code.rope_scaling_hf_roformer import rope_inverse_frequencies
+from hf_roformer.remote_code.rotary_hf_roformer import rope_inverse_frequencies
 
 
 pytestmark = [  # see setup.cfg
-    pytest.mark.releases("remote_code.rope_scaling_hf_roformer", "remote_code.configuration_hf_roformer"),
+    pytest.mark.releases("remote_code.rotary_hf_roformer", "remote_code.configuration_hf_roformer"),
 ]
 
 

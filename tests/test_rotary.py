@@ -10,13 +10,13 @@ from conftest import rotation_matrix, tiny_config
 
 import hf_roformer
 from hf_roformer.apps.rope_analysis import long_term_decay_bound
-from hf_roformer.remote_code.attention_hf_roformer import HfRoFormerSelfAttention
-from hf_roformer.remote_code.rope_scaling_hf_roformer import default_inverse_frequencies
+from hf_roformer.remote_code.modeling_hf_roformer import HfRoFormerSelfAttention
 from hf_roformer.remote_code.rotary_hf_roformer import (
     HfRoFormerRotaryEmbedding,
     TokenRotation,
     _rotate_pairs,
     apply_rotary_pos_emb,
+    default_inverse_frequencies,
     in_halves,
     rotate_interleaved,
 )

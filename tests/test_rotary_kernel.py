@@ -9,8 +9,7 @@ from conftest import tiny_config
 
 import hf_roformer
 from hf_roformer.remote_code import rotary_hf_roformer, rotary_kernels_hf_roformer
-from hf_roformer.remote_code.rope_scaling_hf_roformer import rope_inverse_frequencies
-from hf_roformer.remote_code.rotary_hf_roformer import rotate_interleaved, rotation_cos_sin
+from hf_roformer.remote_code.rotary_hf_roformer import rope_inverse_frequencies, rotate_interleaved, rotation_cos_sin
 
 
 pytestmark = pytest.mark.skipif(not rotary_kernels_hf_roformer.TRITON_AVAILABLE, reason="Triton is not installed")

@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from ..remote_code.configuration_hf_roformer import HfRoFormerConfig
-from ..remote_code.rope_scaling_hf_roformer import rope_inverse_frequencies
+from ..remote_code.rotary_hf_roformer import rope_inverse_frequencies
 from ..utils.extras import require_extra
 from .rope_analysis import long_term_decay_bound
 

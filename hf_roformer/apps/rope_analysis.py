@@ -2,7 +2,7 @@
 
 import torch
 
-from ..remote_code.rope_scaling_hf_roformer import default_inverse_frequencies
+from ..remote_code.rotary_hf_roformer import default_inverse_frequencies
 
 
 def long_term_decay_bound(distances: torch.Tensor, head_dim: int = 128, rope_theta: float = 10000.0) -> torch.Tensor:

@@ -38,8 +38,7 @@ from vllm.model_executor.models.interfaces_base import attn_type, default_poolin
 from vllm.model_executor.models.utils import AutoWeightsLoader, WeightsMapper
 
 from ..remote_code.config_rules_hf_roformer import is_length_dependent, rope_attention_factor
-from ..remote_code.heads_hf_roformer import HfRoFormerPredictionHeadTransform
-from ..remote_code.layers_hf_roformer import make_norm
+from ..remote_code.modeling_hf_roformer import HfRoFormerPredictionHeadTransform, make_norm
 from ..remote_code.rotary_hf_roformer import HfRoFormerRotaryEmbedding, TokenRotation
 
 

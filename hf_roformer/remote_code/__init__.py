@@ -9,12 +9,12 @@ standard library, `torch`, `transformers` (with its `tokenizers` and `huggingfac
 closure of a model or a tokenizer; and no file outside this folder is named `*_hf_roformer.py`. This `__init__.py`
 is not copied and holds no code.
 
-By job: `configuration` (the config), `config_rules` (what each field and rope key accepts), `modeling` (the base model
-and the heads the `auto_map` names), `layers`, `attention` (softmax, linear and cross-attention), `joined_projection`
-(query, key and value as one product, on request), `heads` (the heads' own modules and losses), `memory_saving`,
-`saving` (auto_map, card metadata, files written on save), `batch_layout` (what a forward's batch layout is built with:
-masks, packed rows, unpadding), `input_checks`, `rotary`, `rotary_kernels`, `rope_scaling`, `blockwise_attention`,
-`linear_attention`, `padding_free`, `releases` (differences between transformers releases, other libraries' private
-API), `model_card`, `sentence_transformers`, `global_pointer` (the GlobalPointer head, with a module of its own); the
-tokenizer's `tokenization`, `encoding` and `text_rules`.
+By job: `configuration` (the config) and `config_rules` (what each field and rope key accepts); `modeling` (one file
+in transformers' shape: attention functions, layers, the heads' modules, the base model and the heads the `auto_map`
+names, the batch layout, input checks and memory-saving mechanics); `rotary` (frequencies and rotations) and
+`rotary_kernels` (the fused kernel); `blockwise_attention` and `linear_attention` (attention variants with their own
+math); `joined_projection` (query, key and value as one product, on request); `tensor_parallel`; `saving`
+(auto_map, card metadata, files written on save), `model_card` and `sentence_transformers`; `releases` (differences
+between library releases, other libraries' private API); `global_pointer` (the GlobalPointer head); the tokenizer's
+`tokenization`, `encoding` and `text_rules`.
 """

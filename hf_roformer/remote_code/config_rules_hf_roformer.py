@@ -7,7 +7,7 @@ zero, math domain errors, `None` arithmetic) or give non-finite numbers, with a 
 field of the wrong type) naming the field or key, the value and what is allowed. The config
 (`configuration_hf_roformer`) applies them; what crosses fields is its `validate_architecture`. Also here: the
 numbers rope parameters give before any tensor exists (the NTK base, the attention factor, whether frequencies
-depend on the length), which both the rules and the frequencies (`rope_scaling_hf_roformer`) read.
+depend on the length), which both the rules and the frequencies (`rotary_hf_roformer`) read.
 
 Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers` and sibling Hub-bound files.
 """
@@ -114,7 +114,7 @@ class Rule(NamedTuple):
 # -- the fields ------------------------------------------------------------------------------------------------------
 
 # Linear attention's feature maps and rotation orders (`linear_attention_hf_roformer` implements them), and the
-# padding-free modes (`padding_free_hf_roformer`).
+# padding-free modes (the model forward's unpadding, `modeling_hf_roformer`).
 FEATURE_MAPS = ("elu", "relu", "softmax")
 ROTATION_ORDERS = ("after_feature_map", "before_feature_map")
 PADDING_FREE_MODES = ("auto", "always", "never")
@@ -281,7 +281,7 @@ DERIVED_FIELDS = {
 
 # -- the numbers rope parameters give ------------------------------------------------------------------------------
 
-# Types written in `rope_scaling_hf_roformer` (transformers lacks them or gets them in a way that breaks long inputs),
+# Types written in `rotary_hf_roformer` (transformers lacks them or gets them in a way that breaks long inputs),
 # and the types whose frequencies depend on the length of the input.
 OWN_TYPES = ("default", "ntk", "dynamic")
 LENGTH_DEPENDENT_TYPES = ("dynamic", "longrope")

@@ -326,7 +326,7 @@ class HfRoFormerConfig(PreTrainedConfig):
                 raise ValueError(f"`{name}` ({value}) must lie in [0, vocab_size={self.vocab_size}).")
 
     def validate_rope(self) -> None:
-        """Every key the rope type reads, by `rope_scaling_hf_roformer.ROPE_TYPE_RULES` (transformers' own rope
+        """Every key the rope type reads, by `config_rules_hf_roformer.ROPE_TYPE_RULES` (transformers' own rope
         validation only warns, and raises a `KeyError` for missing keys), then what linear attention needs of them."""
         validate_rope_parameters(self)
         rope_type = self.rope_parameters.get("rope_type", "default")

@@ -21,8 +21,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .input_checks_hf_roformer import traces_graph
-from .releases_hf_roformer import child_modules, own_buffers, own_parameters, tensor_version
+from .releases_hf_roformer import child_modules, own_buffers, own_parameters, tensor_version, traces_graph
 
 
 PROJECTIONS = ("query", "key", "value")

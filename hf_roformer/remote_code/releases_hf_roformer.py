@@ -111,6 +111,15 @@ def causal_mask(config, inputs_embeds, attention_mask, cache, **kwargs):
 # --- torch -----------------------------------------------------------------------------------------------------------
 
 
+def traces_graph() -> bool:
+    """Whether this forward is being recorded into a graph rather than run: `torch.compile`, `torch.export` (and the
+    dynamo ONNX exporter) or the TorchScript tracer (`torch.onnx.export(..., dynamo=False)`, OpenVINO's
+    `convert_model`; torch 2.6 and newer, where TorchScript is deprecated but still traces). A recorded forward reads
+    no values on the host (the graph would keep the example's answer) and builds no complex numbers (neither
+    compilers nor ONNX take them)."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+
+
 def assert_on_device(condition: torch.Tensor, message: str) -> None:
     """Fail asynchronously on the device where `condition` (a one-element bool tensor) is False, without waiting for
     it: `torch._assert_async` (torch 2.6 and newer; no public equivalent)."""

@@ -1,1 +1,0 @@
-../../remote_code/attention_hf_roformer.py

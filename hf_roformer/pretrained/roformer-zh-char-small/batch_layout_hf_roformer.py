@@ -1,1 +1,0 @@
-../../remote_code/batch_layout_hf_roformer.py

@@ -1,1 +1,0 @@
-../../remote_code/heads_hf_roformer.py

@@ -1,1 +1,0 @@
-../../remote_code/input_checks_hf_roformer.py

@@ -1,1 +1,0 @@
-../../remote_code/layers_hf_roformer.py

@@ -1,1 +1,0 @@
-../../remote_code/memory_saving_hf_roformer.py

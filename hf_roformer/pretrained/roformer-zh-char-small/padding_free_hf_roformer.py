@@ -1,1 +1,0 @@
-../../remote_code/padding_free_hf_roformer.py

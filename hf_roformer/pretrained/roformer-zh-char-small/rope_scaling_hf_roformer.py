@@ -1,1 +1,0 @@
-../../remote_code/rope_scaling_hf_roformer.py
