@@ -111,9 +111,6 @@ class RecordedSteps(RunSteps):
     def report(self, run, training, metrics):
         self.note("report")
 
-    def publish(self, run, training, metrics):
-        self.note("publish")
-
 
 @pytest.mark.parametrize("trains", [True, False])
 def test_the_run_calls_a_commands_steps_in_its_order(tmp_path, trains):
@@ -124,8 +121,7 @@ def test_the_run_calls_a_commands_steps_in_its_order(tmp_path, trains):
     assert metrics == {"eval_score": 1.0}
     order = [step for step, _ in steps.calls]
     trained = ["write_card", "finished_record"] if trains else []
-    assert order == ["inputs", "read", "build", "describe", "train", "score", *trained, "report",
-                     *(["publish"] if trains else [])]  # fmt: skip
+    assert order == ["inputs", "read", "build", "describe", "train", "score", *trained, "report"]
     record_written = dict(steps.calls)
     assert not record_written["build"] and record_written["describe"]  # nothing written before the model is built
     finished = output / "finished.json"

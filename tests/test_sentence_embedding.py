@@ -252,6 +252,54 @@ def test_do_predict_scores_the_test_pairs_only(tmp_path):
 # -- reruns and resuming: the rules of every fine-tuning task --------------------------------------------------------
 
 
+def test_push_to_hub_checks_the_hub_before_reading_and_uploads_the_model_and_its_card(tmp_path, monkeypatch):
+    """`--push_to_hub` as for every fine-tuning task: offline, refused before anything is read or written; with the
+    Hub (replaced by stand-ins), the trained model and then its card, holding the scores, go to the repository."""
+    import transformers
+    from huggingface_hub import constants
+
+    from hf_roformer.training.run import cards
+
+    checkpoint = tiny_checkpoint(tmp_path / "base")
+    train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(16, 0))
+    validation_file = write_tsv(tmp_path / "dev.tsv", labelled_pairs(8, 1))
+    output = tmp_path / "out"
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(UsageError) as raised:
+        train(checkpoint, train_file, validation_file, output, "--push_to_hub")
+    assert str(raised.value) == (
+        "--push_to_hub: HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it or drop --push_to_hub"
+    )
+    assert not output.exists()
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    reached = []
+    monkeypatch.setattr(
+        "hf_roformer.pretrained.sources.hub_unreachable_reason", lambda repo, token: reached.append(token)
+    )
+    repository = "someone/sentence-roformer"
+    monkeypatch.setattr(
+        transformers.Trainer, "init_hf_repo", lambda self, **kwargs: setattr(self, "hub_model_id", repository)
+    )
+    pushed, uploaded = [], []
+
+    def push_to_hub(self, commit_message="End of training", **kwargs):
+        pushed.append((commit_message, sorted(path.name for path in output.iterdir())))
+
+    def upload_file(path_or_fileobj, path_in_repo, repo_id, token, commit_message):
+        uploaded.append((repo_id, path_in_repo, token, open(path_or_fileobj, encoding="utf-8").read()))
+
+    monkeypatch.setattr(transformers.Trainer, "push_to_hub", push_to_hub)
+    monkeypatch.setattr(cards.huggingface_hub, "upload_file", upload_file)
+    metrics = train(checkpoint, train_file, validation_file, output, "--push_to_hub", "--hub_token", "hf_x")
+    assert reached == ["hf_x"]  # the Hub's reach checked with the token given
+    assert [message for message, _ in pushed][-1] == "End of training"
+    assert {"model.safetensors", "modules.json", "finished.json"} <= set(pushed[-1][1])  # after the run finished
+    assert uploaded == [(repository, "README.md", "hf_x", (output / "README.md").read_text(encoding="utf-8"))]
+    assert f"{metrics['eval_spearman_cosine']:.4f}" in uploaded[0][3]  # the card with the scores
+
+
 @pytest.fixture(scope="module")
 def ended_inside_an_epoch(tmp_path_factory):
     """(the command of a run whose training ends inside an epoch, 3 steps of 4 (32 pairs in batches of 8), with a

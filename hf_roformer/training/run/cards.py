@@ -1,4 +1,5 @@
-"""Model cards of fine-tuned models: transformers' Trainer card, made true about where the model started.
+"""Model cards of fine-tuned models, transformers' Trainer card made true about where the model started; and the
+upload of a trained model with its card (`publish`).
 
 The Trainer card links `base_model` to the Hub and otherwise says "trained from scratch". A model fine-tuned from a
 local directory or from the checkpoint shipped with the package has no Hub id: its card leaves `base_model` out (a
@@ -6,6 +7,7 @@ local path there is a broken Hub link) and names the base in its text instead. D
 their results in `model-index` but get no `datasets:` link. Cards are written only for runs that trained.
 """
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -15,7 +17,10 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ...pretrained import SHIPPED_PREFIX, is_shipped_name
 from ...remote_code.model_card_hf_roformer import add_card_metadata, card_metadata
+from ...utils.errors import HubError
 
+
+logger = logging.getLogger(__name__)
 
 TRAINER_BASE_SENTENCE = re.compile(r"This model (?:was trained from scratch|is a fine-tuned version of .+?) on ")
 
@@ -111,18 +116,27 @@ def write_fine_tuning_card(
     return path
 
 
-def push_with_model_card(trainer, write_card) -> None:
-    """`Trainer.push_to_hub` (which uploads the folder with a card of its own), then the card `write_card()` writes."""
-    trainer.push_to_hub(tags=list(trainer.model.model_tags or []))
+def publish(output_dir: Path, trainer, write_card) -> None:
+    """Upload the output directory with `Trainer.push_to_hub` (which writes a card of its own), then the card
+    `write_card()` writes; a failed upload raises a `HubError` saying that the model is saved all the same."""
+    try:
+        trainer.push_to_hub(tags=list(getattr(trainer.model, "model_tags", None) or []))
+        if trainer.is_world_process_zero():
+            path = write_card()
+            huggingface_hub.upload_file(
+                path_or_fileobj=str(path),
+                path_in_repo="README.md",
+                repo_id=trainer.hub_model_id,
+                token=trainer.args.hub_token,
+                commit_message="Model card",
+            )
+    except Exception as error:  # any failure of the upload: the trained model is safe on disk either way
+        raise HubError(
+            f"the model is saved in {output_dir}, but the upload to the Hub failed ({type(error).__name__}: "
+            f"{error}); upload the directory later with `hf upload`"
+        ) from error
     if trainer.is_world_process_zero():
-        path = write_card()
-        huggingface_hub.upload_file(
-            path_or_fileobj=str(path),
-            path_in_repo="README.md",
-            repo_id=trainer.hub_model_id,
-            token=trainer.args.hub_token,
-            commit_message="Model card",
-        )
+        logger.info(f"uploaded to https://huggingface.co/{trainer.hub_model_id}")
 
 
 NOT_METRICS = ("loss", "runtime", "samples_per_second", "steps_per_second", "epoch")

@@ -19,13 +19,15 @@ record of that epoch's metrics, and, with `load_best_model_at_end`, possibly ano
 
 import json
 import logging
+import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy
 
-from ...utils.errors import RunInterrupted
+from ...utils.errors import UsageError
 from .engine_checkpoints import engine_checkpoint_problem, holds_engine_state
 from .file_integrity import safetensors_problem, torch_file_problem
 
@@ -118,15 +120,18 @@ def last_complete_checkpoint(output_dir: str | Path, world_size: int = 1, warn: 
     return None
 
 
-def resume_checkpoint(output_dir: str | Path, requested: str | None, world_size: int = 1) -> Path | None:
-    """Where training resumes: the checkpoint given with `--resume_from_checkpoint` (which must be complete), or the
-    last complete checkpoint of `output_dir` (a rerun of an interrupted command), or None to start afresh."""
+def resume_point(
+    directory: str | Path, world_size: int = 1, requested: str | None = None, earlier_run: bool = True
+) -> Path | None:
+    """Where a Trainer writing into `directory` resumes: the checkpoint `requested` (`--resume_from_checkpoint`, which
+    must be complete: a `UsageError` otherwise), else, when an earlier run of the same arguments was interrupted there
+    (`earlier_run`), its last complete checkpoint; None to start from the beginning."""
     if requested is not None:
         problem = checkpoint_problem(requested, world_size)
         if problem is not None:
-            raise ValueError(f"--resume_from_checkpoint {requested}: the checkpoint is incomplete ({problem})")
+            raise UsageError(f"--resume_from_checkpoint {requested}: the checkpoint is incomplete ({problem})")
         return Path(requested)
-    return last_complete_checkpoint(output_dir, world_size)
+    return last_complete_checkpoint(directory, world_size) if earlier_run else None
 
 
 def write_finished(directory: str | Path, record: dict, files: list[str] | None = None, name: str = FINISHED) -> Path:
@@ -206,14 +211,66 @@ def finished_training_checkpoint(checkpoint: Path | None, max_steps: int, load_b
     return final if (final / "model.safetensors").exists() and weights_problem(final) is None else None
 
 
-def train_with_interruption(trainer, checkpoint: Path | None, output_dir: str | Path):
-    """`trainer.train()`, resuming from `checkpoint` (None: from the start), and its result; Ctrl-C becomes
-    `RunInterrupted`, saying where training stopped and which checkpoint a rerun of the same command resumes from."""
-    try:
-        return trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
-    except KeyboardInterrupt as interrupt:
-        last = last_complete_checkpoint(output_dir, trainer.args.world_size, warn=False)
-        raise RunInterrupted(Path(output_dir), trainer.state.global_step, trainer.state.max_steps, last) from interrupt
+def planned_steps(training_args: TrainingArguments, train_examples: int) -> tuple[int, float]:
+    """(optimizer steps, epochs) the Trainer will run for `train_examples` examples."""
+    per_step = training_args.per_device_train_batch_size * max(training_args.world_size, 1)
+    if training_args.dataloader_drop_last:
+        batches = train_examples // per_step
+    else:
+        batches = math.ceil(train_examples / per_step)
+    steps_per_epoch = max(batches // training_args.gradient_accumulation_steps, 1)
+    if training_args.max_steps > 0:
+        return training_args.max_steps, training_args.max_steps / steps_per_epoch
+    return math.ceil(training_args.num_train_epochs * steps_per_epoch), training_args.num_train_epochs
+
+
+@dataclass(frozen=True)
+class FinishedTraining:
+    """A training phase of `max_steps` steps already done: by an earlier run of the same arguments (which stopped
+    later, in its evaluation or predictions), or up to its last step in the checkpoint `requested` with
+    `--resume_from_checkpoint`. Its final model is in `model` (a directory `from_pretrained` reads), the Trainer's state
+    in `state`; `outputs_whole` when the output directory already holds them all (its `trained.json` holds), else they
+    come from the final checkpoint and are to be written again."""
+
+    model: Path
+    state: Path
+    outputs_whole: bool
+    max_steps: int
+    requested: Path | None = None
+
+
+def finished_training(
+    output_dir: Path,
+    checkpoint: Path | None,
+    training_args: TrainingArguments,
+    train_examples: int,
+    resuming: bool,
+    announce: bool = True,
+) -> FinishedTraining | None:
+    """The training that `training_args` plan for `train_examples` examples (`max_steps` steps), already done (None:
+    train, from `checkpoint`, the resume point): by an earlier, interrupted run of these arguments (`resuming`), its
+    outputs in `output_dir` vouched for by `trained.json`; or up to its last step in `checkpoint` (this run's, or the
+    one `--resume_from_checkpoint` names), where resuming would train past the end. A checkpoint past `max_steps` is
+    refused (`UsageError`): its model holds more training than this run asks for."""
+    max_steps = planned_steps(training_args, train_examples)[0]
+    if resuming and holding_finished(output_dir, announce=announce, name=TRAINED) is not None:
+        return FinishedTraining(output_dir, output_dir / TRAINER_STATE, outputs_whole=True, max_steps=max_steps)
+    if checkpoint is None:
+        return None
+    requested = checkpoint if training_args.resume_from_checkpoint is not None else None
+    steps = trained_steps(checkpoint)
+    if steps > max_steps:
+        named = f"--resume_from_checkpoint {checkpoint}" if requested is not None else str(checkpoint)
+        raise UsageError(
+            f"{named}: the checkpoint has trained {steps} steps, more than the {max_steps} of this run; resume "
+            f"from an earlier checkpoint, or train for {steps} steps or more"
+        )
+    final = finished_training_checkpoint(checkpoint, max_steps, training_args.load_best_model_at_end)
+    if final is None:
+        return None
+    return FinishedTraining(
+        final, checkpoint / TRAINER_STATE, outputs_whole=False, max_steps=max_steps, requested=requested
+    )
 
 
 class SaveAfterEpochEnd(TrainerCallback):

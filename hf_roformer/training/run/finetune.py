@@ -29,10 +29,9 @@ import transformers
 from transformers import AutoConfig, TrainingArguments
 
 from ...pretrained.sources import ModelSource, check_hub_upload, load_tokenizer, resolve_model_source
-from ...utils.errors import HubError
 from ...utils.logs import transformers_warnings_off
 from .batching import LengthAwareTrainer
-from .cards import evaluation_results, push_with_model_card, write_fine_tuning_card
+from .cards import evaluation_results, write_fine_tuning_card
 from .distributed import start_deepspeed_communication
 from .fine_tuning_task import Head, Task
 from .lengths import (
@@ -359,21 +358,6 @@ class FineTuning(RunSteps):
             tasks=task.head.pipeline_tag,
             **task.card,
         )
-
-    def publish(self, run: TrainingRun, training: Training, metrics: dict) -> None:
-        """With `--push_to_hub`, the output directory and its card uploaded; a failed upload leaves the model saved."""
-        if not self.training_args.push_to_hub:
-            return
-        trainer = training.trainer
-        try:
-            push_with_model_card(trainer, lambda: self.write_card(training, metrics))
-        except Exception as error:  # any failure of the upload: the trained model is safe on disk either way
-            raise HubError(
-                f"the model is saved in {run.output_dir}, but the upload to the Hub failed ({type(error).__name__}: "
-                f"{error}); upload the directory later with `hf upload`"
-            ) from error
-        if run.main_process:
-            logger.info(f"uploaded to https://huggingface.co/{trainer.hub_model_id}")
 
 
 def fine_tune(

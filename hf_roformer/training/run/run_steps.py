@@ -6,12 +6,13 @@ training. No command writes the order out: each fills in its steps, and the run 
 
 import contextlib
 import logging
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import TrainingArguments
 from transformers.trainer_utils import SaveStrategy
+
+from .checkpoints import planned_steps
 
 
 logger = logging.getLogger(__name__)
@@ -56,8 +57,8 @@ class RunSteps:
        (`run.train_stage`), where checkpoints are not in the output directory;
     5. `score(run, training)`: evaluation and predictions (their metrics and the files written); when a step was
        trained, `write_card(training, metrics)` and the finished marker (`finished_record`) last;
-    6. `report(run, training, metrics)` on the main process; `publish(run, training, metrics)` when a step was
-       trained.
+    6. `report(run, training, metrics)` on the main process; then, with `push_to_hub` and a step trained in the output
+       directory, the run uploads it and the card `write_card` writes (`read` checks first that the Hub can take it).
 
     `command` and `arguments` name the run in its record (a rerun with other arguments is refused)."""
 
@@ -114,9 +115,6 @@ class RunSteps:
         report_end(self.model_name, self.description, training.trainer, self.phases, training.trained,
                    training.written)  # fmt: skip
 
-    def publish(self, run, training: Training, metrics: dict) -> None:
-        """Upload the trained model where asked (default: nothing)."""
-
 
 class StageSteps:
     """One stage of a run trained in a directory of its own (pre-training's stages). `TrainingRun.train_stage` skips
@@ -148,19 +146,6 @@ class StageSteps:
     def trained(self, run, trainer, metrics: dict):
         """The stage's result once trained and saved."""
         raise NotImplementedError
-
-
-def planned_steps(training_args: TrainingArguments, train_examples: int) -> tuple[int, float]:
-    """(optimizer steps, epochs) the Trainer will run for `train_examples` examples."""
-    per_step = training_args.per_device_train_batch_size * max(training_args.world_size, 1)
-    if training_args.dataloader_drop_last:
-        batches = train_examples // per_step
-    else:
-        batches = math.ceil(train_examples / per_step)
-    steps_per_epoch = max(batches // training_args.gradient_accumulation_steps, 1)
-    if training_args.max_steps > 0:
-        return training_args.max_steps, training_args.max_steps / steps_per_epoch
-    return math.ceil(training_args.num_train_epochs * steps_per_epoch), training_args.num_train_epochs
 
 
 def describe_training(training_args: TrainingArguments, train_examples: int, checkpoint: Path | None) -> list[str]:
@@ -245,6 +230,5 @@ __all__ = [
     "describe_finished_training",
     "describe_training",
     "metric_line",
-    "planned_steps",
     "report_end",
 ]

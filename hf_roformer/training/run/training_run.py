@@ -19,7 +19,9 @@ predictions (a fine-tuning task: `tasks/`), its stages (`StageSteps`, performed 
    rerun resumes), the model is saved and vouched for by `trained.json`; or each stage trains in its own directory
    (`train_stage`), with a finished marker of its own;
 5. the command evaluates and predicts (`steps.score`), Ctrl-C then saying what is complete (`after_training`); the
-   model card and the finished marker are written last, each listed in the record; the closing lines, the upload.
+   model card and the finished marker are written last, each listed in the record; the closing lines; with
+   `--push_to_hub`, the upload of the output directory and its card (`cards.publish`; the command checks that the Hub
+   can take it when it reads its data). Commands that train in stages (pre-training) upload nothing.
 
 Messages go to the `hf_roformer` logger, on the main process only.
 """
@@ -28,23 +30,21 @@ import contextlib
 import logging
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import TrainerState, TrainingArguments
 
 from ... import __version__
 from ...utils.errors import OutputDirectoryError, RunInterrupted, UsageError
+from .cards import publish
 from .checkpoints import (
     TRAINED,
-    TRAINER_STATE,
+    FinishedTraining,
     SaveAfterEpochEnd,
-    finished_training_checkpoint,
+    finished_training,
     holding_finished,
     last_complete_checkpoint,
-    resume_checkpoint,
-    train_with_interruption,
-    trained_steps,
+    resume_point,
     write_finished,
 )
 from .distributed import prepare_distributed_training, save_full_model
@@ -58,26 +58,10 @@ from .run_steps import (
     describe_finished_training,
     describe_training,
     metric_line,
-    planned_steps,
 )
 
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class FinishedTraining:
-    """A training phase of `max_steps` steps already done: by an earlier run of the same arguments (which stopped
-    later, in its evaluation or predictions), or up to its last step in the checkpoint `requested` with
-    `--resume_from_checkpoint`. Its final model is in `model` (a directory `from_pretrained` reads), the Trainer's state
-    in `state`; `outputs_whole` when the output directory already holds them all (its `trained.json` holds), else they
-    come from the final checkpoint and are to be written again."""
-
-    model: Path
-    state: Path
-    outputs_whole: bool
-    max_steps: int
-    requested: Path | None = None
 
 
 class TrainingRun:
@@ -120,11 +104,22 @@ class TrainingRun:
         if run.finished is not None and trains:
             return run.nothing_to_do()
         resumes = trains and steps.checkpoints_in_output_dir
-        checkpoint = run.resume_point(requested=training_args.resume_from_checkpoint) if resumes else None
+        checkpoint = None
+        if resumes:
+            checkpoint = resume_point(
+                run.output_dir, training_args.world_size, training_args.resume_from_checkpoint, run.resumes_earlier_run
+            )
         steps.read(run)
         finished = None
         if resumes:  # before the model: a training already done gives the weights, and nothing resumes
-            finished = run.finished_training(checkpoint, planned_steps(training_args, steps.train_examples)[0])
+            finished = finished_training(
+                run.output_dir,
+                checkpoint,
+                training_args,
+                steps.train_examples,
+                run.resumes_earlier_run,
+                run.main_process,
+            )
             checkpoint = None if finished is not None else checkpoint
         steps.build(run, checkpoint, finished)
         run.begin(__version__)
@@ -147,14 +142,19 @@ class TrainingRun:
                     run.finish(steps.finished_record(training, metrics), [*steps.model_files, "README.md"])
         if run.main_process:
             steps.report(run, training, metrics)
-        if training.trained:
-            steps.publish(run, training, metrics)
+        if training.trained and training_args.push_to_hub and steps.checkpoints_in_output_dir:
+            publish(run.output_dir, training.trainer, lambda: steps.write_card(training, metrics))
         return metrics
 
     @property
     def finished(self) -> dict | None:
         """The record of this very run, finished with its outputs whole (nothing to do), or None."""
         return self.directory.finished if self.directory.start is RunStart.FINISHED else None
+
+    @property
+    def resumes_earlier_run(self) -> bool:
+        """Whether this run continues an interrupted earlier run of the same arguments in its output directory."""
+        return self.directory.start is RunStart.RESUME
 
     def nothing_to_do(self) -> dict[str, float]:
         """Say that the output directory holds this run, finished, with its results, and return its metrics."""
@@ -168,48 +168,6 @@ class TrainingRun:
                 if any(name.startswith(prefix + "_") for name in metrics):
                     logger.info(metric_line(prefix, metrics))
         return metrics
-
-    def resume_point(self, directory: str | os.PathLike | None = None, requested: str | None = None) -> Path | None:
-        """Where the Trainer writing into `directory` (default: the output directory) resumes: the checkpoint
-        `requested` (`--resume_from_checkpoint`, which must be complete), else, when this run was interrupted before,
-        its last complete checkpoint there; None to start from the beginning."""
-        directory = Path(directory or self.output_dir)
-        world_size = self.args.world_size
-        if requested is not None:
-            try:
-                return resume_checkpoint(directory, requested, world_size)
-            except ValueError as error:
-                raise UsageError(str(error)) from None
-        if self.directory.start is RunStart.NEW:
-            return None
-        return last_complete_checkpoint(directory, world_size)
-
-    def finished_training(self, checkpoint: Path | None, max_steps: int) -> FinishedTraining | None:
-        """The training of `max_steps` steps already done (None: train, from `checkpoint`, the resume point): by an
-        earlier, interrupted run of these arguments, its outputs vouched for by `trained.json`; or up to its last step
-        in `checkpoint` (this run's, or the one `--resume_from_checkpoint` names), where resuming would train past the
-        end. A checkpoint past `max_steps` is refused: its model holds more training than this run asks for."""
-        resuming = self.directory.start is RunStart.RESUME
-        if resuming and holding_finished(self.output_dir, announce=self.main_process, name=TRAINED) is not None:
-            return FinishedTraining(
-                self.output_dir, self.output_dir / TRAINER_STATE, outputs_whole=True, max_steps=max_steps
-            )
-        if checkpoint is None:
-            return None
-        requested = checkpoint if self.args.resume_from_checkpoint is not None else None
-        steps = trained_steps(checkpoint)
-        if steps > max_steps:
-            named = f"--resume_from_checkpoint {checkpoint}" if requested is not None else str(checkpoint)
-            raise UsageError(
-                f"{named}: the checkpoint has trained {steps} steps, more than the {max_steps} of this run; resume "
-                f"from an earlier checkpoint, or train for {steps} steps or more"
-            )
-        final = finished_training_checkpoint(checkpoint, max_steps, self.args.load_best_model_at_end)
-        if final is None:
-            return None
-        return FinishedTraining(
-            final, checkpoint / TRAINER_STATE, outputs_whole=False, max_steps=max_steps, requested=requested
-        )
 
     def finish_training(self, record: dict, files: list[str]) -> None:
         """Write the training phase's marker (`trained.json`) vouching for `files` (its outputs in the output
@@ -253,7 +211,12 @@ class TrainingRun:
     def train(self, trainer, checkpoint: Path | None = None):
         """`trainer.train()` from `checkpoint` (None: from the start) and its result; Ctrl-C raises `RunInterrupted`
         naming the checkpoint a rerun of the same command resumes from."""
-        return train_with_interruption(trainer, checkpoint, trainer.args.output_dir)
+        try:
+            return trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+        except KeyboardInterrupt as interrupt:
+            output_dir = Path(trainer.args.output_dir)
+            last = last_complete_checkpoint(output_dir, trainer.args.world_size, warn=False)
+            raise RunInterrupted(output_dir, trainer.state.global_step, trainer.state.max_steps, last) from interrupt
 
     def train_phase(self, steps: RunSteps, trainer, checkpoint: Path | None, finished: FinishedTraining | None):
         """Train (from `checkpoint`, None: the start) and write the model, tokenizer, training metrics and state, then
@@ -293,7 +256,9 @@ class TrainingRun:
         if done is not None:
             return stage.finished_earlier(done)
         trainer = stage.trainer(self)
-        checkpoint = self.resume_point(stage.directory)
+        checkpoint = resume_point(
+            stage.directory, self.args.world_size, earlier_run=self.directory.start is not RunStart.NEW
+        )
         stage.describe(self, trainer, checkpoint)
         self.train(trainer, checkpoint)
         metrics = trainer.evaluate()

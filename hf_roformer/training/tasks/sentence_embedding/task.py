@@ -31,6 +31,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments, set_seed
 
+from ....pretrained.sources import check_hub_upload
 from ....utils.errors import DataError, UsageError
 from ...run.fine_tuning_task import SampleLimits, first
 from ...run.run_steps import WEIGHTS_AND_TOKENIZER, Phases, RunSteps, Training
@@ -162,9 +163,11 @@ class SentenceEmbedding(RunSteps):
         return self.options.paths()
 
     def read(self, run: TrainingRun) -> None:
-        """The pairs of every split, the held-out ones with scores; the loss the training pairs call for; the pooling
-        named."""
+        """The Hub checked when the trained model is to be uploaded; the pairs of every split, the held-out ones with
+        scores; the loss the training pairs call for; the pooling named."""
         options = self.options
+        if self.training_args.push_to_hub and self.phases.train:
+            check_hub_upload(token=self.training_args.hub_token)
         splits = {"train": options.train_file, "validation": options.validation_file, "test": options.test_file}
         limits = {"train": options.max_train_samples, "validation": options.max_eval_samples}
         limits["test"] = options.max_predict_samples
