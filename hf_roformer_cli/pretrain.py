@@ -99,6 +99,7 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     from .smoke import smoke_run
 
     training_args = training_arguments(args, passed_through, PRETRAIN_DEFAULTS, prog)
+    arguments = run_arguments(args, training_args)
     options = PretrainOptions(
         stages=args.stages, train_files=args.train_files, validation_files=args.validation_files,
         validation_size=args.validation_size, max_documents=args.max_documents, model=args.model,
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace, passed_through: list[str]) -> None:
     return run_pretraining(
         options,
         training_args,
-        arguments=run_arguments(args, training_args),
+        arguments=arguments,
         overwrite_output_dir=bool(args.overwrite_output_dir),
         smoke=smoke_run(),
     )
