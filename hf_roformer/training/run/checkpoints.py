@@ -1,4 +1,5 @@
-"""Resuming after a crash: which Trainer checkpoints are complete, where a rerun resumes, when a run is finished.
+"""Resuming after a crash: which Trainer checkpoints are complete, where a training resumes (`resume_point`), when
+it is already done (`finished_training`, against the steps it plans: `planned_steps`), when a run is finished.
 
 A process killed while the Trainer saves leaves a `checkpoint-N/` without `trainer_state.json` (written last), without
 weights or optimizer state, or with a truncated file. transformers' `get_last_checkpoint` returns the highest-numbered
