@@ -5,6 +5,8 @@ negatives through sentence-transformers' trainer, RoFormer-Sim's pooler kept, an
 import json
 import logging
 import random
+import types
+from pathlib import Path
 
 import huggingface_hub
 import pytest
@@ -255,7 +257,7 @@ def test_do_predict_scores_the_test_pairs_only(tmp_path):
 def test_push_to_hub_checks_the_hub_before_reading_and_uploads_the_model_and_its_card(tmp_path, monkeypatch):
     """`--push_to_hub` as for every fine-tuning task: offline, refused before anything is read or written; with the
     Hub (replaced by stand-ins), the trained model and then its card, holding the scores, go to the repository."""
-    import transformers
+    import transformers.trainer
     from huggingface_hub import constants
 
     from hf_roformer.training.run import cards
@@ -274,30 +276,37 @@ def test_push_to_hub_checks_the_hub_before_reading_and_uploads_the_model_and_its
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
-    reached = []
+    reached, hub = [], []
     monkeypatch.setattr(
         "hf_roformer.pretrained.sources.hub_unreachable_reason", lambda repo, token: reached.append(token)
     )
-    repository = "someone/sentence-roformer"
-    monkeypatch.setattr(
-        transformers.Trainer, "init_hf_repo", lambda self, **kwargs: setattr(self, "hub_model_id", repository)
-    )
-    pushed, uploaded = [], []
 
-    def push_to_hub(self, commit_message="End of training", **kwargs):
-        pushed.append((commit_message, sorted(path.name for path in output.iterdir())))
+    class Hub:  # the Hub as transformers' Trainer reaches it
+        def create_repo(self, name, **kwargs):
+            hub.append(("create_repo", name))
+            return types.SimpleNamespace(repo_id=f"someone/{name}")
+
+        def upload_folder(self, repo_id, folder_path, commit_message, token, **kwargs):
+            hub.append(
+                ("upload_folder", repo_id, commit_message, token, {path.name for path in Path(folder_path).iterdir()})
+            )
 
     def upload_file(path_or_fileobj, path_in_repo, repo_id, token, commit_message):
-        uploaded.append((repo_id, path_in_repo, token, open(path_or_fileobj, encoding="utf-8").read()))
+        hub.append(("upload_file", repo_id, path_in_repo, token, Path(path_or_fileobj).read_text(encoding="utf-8")))
 
-    monkeypatch.setattr(transformers.Trainer, "push_to_hub", push_to_hub)
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: Hub())
     monkeypatch.setattr(cards.huggingface_hub, "upload_file", upload_file)
     metrics = train(checkpoint, train_file, validation_file, output, "--push_to_hub", "--hub_token", "hf_x")
     assert reached == ["hf_x"]  # the Hub's reach checked with the token given
-    assert [message for message, _ in pushed][-1] == "End of training"
-    assert {"model.safetensors", "modules.json", "finished.json"} <= set(pushed[-1][1])  # after the run finished
-    assert uploaded == [(repository, "README.md", "hf_x", (output / "README.md").read_text(encoding="utf-8"))]
-    assert f"{metrics['eval_spearman_cosine']:.4f}" in uploaded[0][3]  # the card with the scores
+    repository = "someone/out"
+    assert [call[:2] for call in hub] == [("create_repo", "out"), *[("upload_folder", repository)] * 2,
+                                          ("upload_file", repository)]  # fmt: skip
+    saved, final = hub[1], hub[2]
+    assert saved[2:4] == ("Model save", "hf_x")  # the Trainer's own push as the model is saved
+    assert final[2:4] == ("End of training", "hf_x")  # the run's, once it finished
+    assert {"model.safetensors", "modules.json", "modeling_hf_roformer.py", "finished.json"} <= final[4]
+    assert hub[3][2:] == ("README.md", "hf_x", (output / "README.md").read_text(encoding="utf-8"))
+    assert f"{metrics['eval_spearman_cosine']:.4f}" in hub[3][4]  # the card with the scores
 
 
 @pytest.fixture(scope="module")
