@@ -281,3 +281,54 @@ def one_thread():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def replace_the_hub(monkeypatch) -> list[tuple]:
+    """The Hub replaced where a training command reaches it (online, reachable, no stored token), for the rest of
+    the test (`monkeypatch` undoes it): its reach check, the `create_repo` and `upload_folder` of transformers'
+    Trainer, and the card's `upload_file`. Returns the calls as they come: `("create_repo", name)`,
+    `("upload_folder", repo_id, commit_message, token, names of the folder's files)` and `("upload_file", repo_id,
+    path_in_repo, token, text)`."""
+    import types
+
+    import huggingface_hub
+    import transformers.trainer
+    from huggingface_hub import constants
+
+    from hf_roformer.training.run import cards
+
+    calls = []
+
+    class Hub:
+        def create_repo(self, name, **kwargs):
+            calls.append(("create_repo", name))
+            return types.SimpleNamespace(repo_id=f"someone/{name}")
+
+        def upload_folder(self, repo_id, folder_path, commit_message, token, **kwargs):
+            names = {path.name for path in Path(folder_path).iterdir()}
+            calls.append(("upload_folder", repo_id, commit_message, token, names))
+
+    def upload_file(path_or_fileobj, path_in_repo, repo_id, token, commit_message):
+        calls.append(("upload_file", repo_id, path_in_repo, token, Path(path_or_fileobj).read_text(encoding="utf-8")))
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    monkeypatch.setattr("hf_roformer.pretrained.sources.hub_unreachable_reason", lambda repo, token: None)
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: Hub())
+    monkeypatch.setattr(cards.huggingface_hub, "upload_file", upload_file)
+    return calls
+
+
+def assert_uploaded_after_the_run(calls: list[tuple], output: Path, score: str) -> None:
+    """What `--push_to_hub --hub_token hf_x` sent to `replace_the_hub` for a run into `output` (the repository named
+    after it): the Trainer's own push as the model was saved, the run's once it finished (remote code and markers
+    included), then the card, holding `score`."""
+    repository = f"someone/{output.name}"
+    assert [call[:2] for call in calls] == [("create_repo", output.name), *[("upload_folder", repository)] * 2,
+                                            ("upload_file", repository)]  # fmt: skip
+    saved, final, card = calls[1], calls[2], calls[3]
+    assert saved[2:4] == ("Model save", "hf_x")
+    assert final[2:4] == ("End of training", "hf_x")
+    assert {"model.safetensors", "modeling_hf_roformer.py", "finished.json"} <= final[4]
+    assert card[2:] == ("README.md", "hf_x", (output / "README.md").read_text(encoding="utf-8"))
+    assert score in card[4]

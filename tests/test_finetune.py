@@ -13,6 +13,7 @@ import huggingface_hub
 import numpy as np
 import pytest
 import torch
+from conftest import assert_uploaded_after_the_run, replace_the_hub
 
 import hf_roformer
 import hf_roformer_cli
@@ -184,6 +185,17 @@ def test_every_glue_task_runs_end_to_end(task, tiny_checkpoint, tmp_path):
     reloaded = hf_roformer.HfRoFormerForSequenceClassification.from_pretrained(output)
     assert reloaded.config.num_labels == (1 if spec.is_regression else len(spec.labels))
     assert hf_roformer.HfRoFormerTokenizer.from_pretrained(output).model_max_length == 64  # max_position_embeddings
+
+
+def test_push_to_hub_uploads_the_model_then_its_card(tiny_checkpoint, tmp_path, monkeypatch):
+    """`--push_to_hub`, the Hub replaced and transformers' Trainer pushing for real: the model pushed as it is saved
+    and again once the run finished, then the card with the results."""
+    calls = replace_the_hub(monkeypatch)
+    data = make_glue(tmp_path / "glue", "sst2")
+    output = tmp_path / "out"
+    metrics = run_glue(glue_argv(tiny_checkpoint, data, output, "sst2", "--push_to_hub", "--hub_token", "hf_x"))
+    assert_uploaded_after_the_run(calls, output, f"Accuracy: {round(metrics['eval_accuracy'], 4)}")
+    assert "tokenizer_config.json" in calls[2][4]
 
 
 def test_phases_are_what_the_command_line_asks_for():

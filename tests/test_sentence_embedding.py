@@ -5,13 +5,17 @@ negatives through sentence-transformers' trainer, RoFormer-Sim's pooler kept, an
 import json
 import logging
 import random
-import types
-from pathlib import Path
 
 import huggingface_hub
 import pytest
 import torch
-from conftest import assert_same_saved_weights, cli_failure, save_tiny_chinese_checkpoint
+from conftest import (
+    assert_same_saved_weights,
+    assert_uploaded_after_the_run,
+    cli_failure,
+    replace_the_hub,
+    save_tiny_chinese_checkpoint,
+)
 from transformers import AutoTokenizer
 
 import hf_roformer
@@ -256,11 +260,9 @@ def test_do_predict_scores_the_test_pairs_only(tmp_path):
 
 def test_push_to_hub_checks_the_hub_before_reading_and_uploads_the_model_and_its_card(tmp_path, monkeypatch):
     """`--push_to_hub` as for every fine-tuning task: offline, refused before anything is read or written; with the
-    Hub (replaced by stand-ins), the trained model and then its card, holding the scores, go to the repository."""
-    import transformers.trainer
+    Hub replaced (transformers' Trainer and sentence-transformers pushing for real), the trained model and then its
+    card, holding the scores, go to the repository."""
     from huggingface_hub import constants
-
-    from hf_roformer.training.run import cards
 
     checkpoint = tiny_checkpoint(tmp_path / "base")
     train_file = write_tsv(tmp_path / "train.tsv", labelled_pairs(16, 0))
@@ -274,39 +276,10 @@ def test_push_to_hub_checks_the_hub_before_reading_and_uploads_the_model_and_its
     )
     assert not output.exists()
 
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
-    reached, hub = [], []
-    monkeypatch.setattr(
-        "hf_roformer.pretrained.sources.hub_unreachable_reason", lambda repo, token: reached.append(token)
-    )
-
-    class Hub:  # the Hub as transformers' Trainer reaches it
-        def create_repo(self, name, **kwargs):
-            hub.append(("create_repo", name))
-            return types.SimpleNamespace(repo_id=f"someone/{name}")
-
-        def upload_folder(self, repo_id, folder_path, commit_message, token, **kwargs):
-            hub.append(
-                ("upload_folder", repo_id, commit_message, token, {path.name for path in Path(folder_path).iterdir()})
-            )
-
-    def upload_file(path_or_fileobj, path_in_repo, repo_id, token, commit_message):
-        hub.append(("upload_file", repo_id, path_in_repo, token, Path(path_or_fileobj).read_text(encoding="utf-8")))
-
-    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: Hub())
-    monkeypatch.setattr(cards.huggingface_hub, "upload_file", upload_file)
+    calls = replace_the_hub(monkeypatch)
     metrics = train(checkpoint, train_file, validation_file, output, "--push_to_hub", "--hub_token", "hf_x")
-    assert reached == ["hf_x"]  # the Hub's reach checked with the token given
-    repository = "someone/out"
-    assert [call[:2] for call in hub] == [("create_repo", "out"), *[("upload_folder", repository)] * 2,
-                                          ("upload_file", repository)]  # fmt: skip
-    saved, final = hub[1], hub[2]
-    assert saved[2:4] == ("Model save", "hf_x")  # the Trainer's own push as the model is saved
-    assert final[2:4] == ("End of training", "hf_x")  # the run's, once it finished
-    assert {"model.safetensors", "modules.json", "modeling_hf_roformer.py", "finished.json"} <= final[4]
-    assert hub[3][2:] == ("README.md", "hf_x", (output / "README.md").read_text(encoding="utf-8"))
-    assert f"{metrics['eval_spearman_cosine']:.4f}" in hub[3][4]  # the card with the scores
+    assert_uploaded_after_the_run(calls, output, f"{metrics['eval_spearman_cosine']:.4f}")
+    assert "modules.json" in calls[2][4]  # a sentence-transformers model
 
 
 @pytest.fixture(scope="module")
