@@ -153,8 +153,9 @@ class TrainingRun:
 
     @property
     def resumes_earlier_run(self) -> bool:
-        """Whether this run continues an interrupted earlier run of the same arguments in its output directory."""
-        return self.directory.start is RunStart.RESUME
+        """Whether the output directory holds an earlier run of the same arguments, which this run continues (a
+        finished one stops a training run before anything resumes: `nothing_to_do`)."""
+        return self.directory.start is not RunStart.NEW
 
     def nothing_to_do(self) -> dict[str, float]:
         """Say that the output directory holds this run, finished, with its results, and return its metrics."""
@@ -256,9 +257,7 @@ class TrainingRun:
         if done is not None:
             return stage.finished_earlier(done)
         trainer = stage.trainer(self)
-        checkpoint = resume_point(
-            stage.directory, self.args.world_size, earlier_run=self.directory.start is not RunStart.NEW
-        )
+        checkpoint = resume_point(stage.directory, self.args.world_size, earlier_run=self.resumes_earlier_run)
         stage.describe(self, trainer, checkpoint)
         self.train(trainer, checkpoint)
         metrics = trainer.evaluate()
