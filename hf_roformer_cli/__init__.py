@@ -48,32 +48,46 @@ def run(argv: list[str]):
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `hf-roformer` console script: parse, run the command, exit with its status (0 done, 1 a
-    foreseen failure, 2 a command-line mistake, 130 Ctrl-C)."""
+    foreseen failure, 2 a command-line mistake, 130 Ctrl-C). Under torchrun the process then ends as
+    `end_launched_process` says."""
     configure_output()
-    succeeded = False
+    status = 1  # also for an exit nobody foresaw, on its way through
     try:
         run(sys.argv[1:] if argv is None else argv)
-        succeeded = True
+        status = 0
     except (Exception, KeyboardInterrupt) as error:
-        sys.exit(report_failure(error))
+        status = report_failure(error)
     finally:
-        close_process_group(succeeded)
+        end_launched_process(status)
+    if status:
+        sys.exit(status)
 
 
-def close_process_group(succeeded: bool) -> None:
-    """Under torchrun, tear down the process group the Trainer opened before the process exits: left open, torch warns
-    at exit and gloo's threads can abort the interpreter ("terminate called without an active exception").
+def end_launched_process(status: int) -> None:
+    """Under torchrun (a process group is open): close the group, then end the process with `status` without the
+    interpreter's teardown, where the group's threads could still abort a run that finished
+    (`releases_hf_roformer.exit_without_teardown` says how). Without a process group it returns at once."""
+    if close_process_group(succeeded=status == 0):
+        from hf_roformer.remote_code import releases_hf_roformer
+
+        releases_hf_roformer.exit_without_teardown(status)
+
+
+def close_process_group(succeeded: bool) -> bool:
+    """Under torchrun, tear down the process group the Trainer opened before the process exits (left open, torch warns
+    at exit); returns whether there was one.
 
     After a command that succeeded (`succeeded`; under torchrun every process runs the same command), the processes
     first wait for each other, so that none tears its connections down and exits while another still writes its outputs
-    or communicates (a process that did so was seen to abort that way, once in many runs). After a failure they do not
+    or communicates (a process that did so was seen to abort, once in many runs). After a failure they do not
     wait: another process may be stopped inside a collective, which a barrier would then wrongly join."""
     distributed = sys.modules.get("torch.distributed")  # not imported: no group (and `--help` stays fast)
     if distributed is None or not distributed.is_available() or not distributed.is_initialized():
-        return
+        return False
     if succeeded:
         distributed.barrier()
     distributed.destroy_process_group()
+    return True
 
 
-__all__ = ["build_parser", "main", "run"]
+__all__ = ["build_parser", "end_launched_process", "main", "run"]

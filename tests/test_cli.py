@@ -22,6 +22,7 @@ from test_finetune import ASCII, make_glue
 
 import hf_roformer
 import hf_roformer_cli
+from hf_roformer.remote_code import releases_hf_roformer
 from hf_roformer_cli import main
 
 
@@ -302,9 +303,12 @@ def test_hub_id_without_a_hub_is_refused_after_one_request_with_the_offline_sett
         "error: --model_name_or_path someone/roformer-that-is-not-cached: not a local directory, and the Hub "
         f"({hub.endpoint}) cannot be reached to download it ("
     ), unreachable.stderr
-    assert unreachable.stderr.endswith(
-        "; check the network, or set HF_HUB_OFFLINE=1 to work from local files and the Hub cache only\n"
-    ) and unreachable.stderr.count("\n") == 1
+    assert (
+        unreachable.stderr.endswith(
+            "; check the network, or set HF_HUB_OFFLINE=1 to work from local files and the Hub cache only\n"
+        )
+        and unreachable.stderr.count("\n") == 1
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -570,12 +574,13 @@ class RecordingProcessGroup:
 
 @pytest.mark.parametrize(
     "fails, calls",
-    [(False, ["barrier", "destroy_process_group"]), (True, ["destroy_process_group"])],
+    [(False, ["barrier", "destroy_process_group", "exit 0"]), (True, ["destroy_process_group", "exit 1"])],
 )
 def test_processes_wait_for_each_other_before_closing_the_group_only_after_success(monkeypatch, capsys, fails, calls):
     """After a command that succeeded, each process waits for the others before tearing the process group down (none
     exits while another still writes or communicates); after a failure it tears down at once (another process may be
-    stopped inside a collective that a barrier would wrongly join)."""
+    stopped inside a collective that a barrier would wrongly join). Then the process ends with the command's status,
+    without the interpreter's teardown."""
 
     def command(argv):
         if fails:
@@ -584,6 +589,9 @@ def test_processes_wait_for_each_other_before_closing_the_group_only_after_succe
     group = RecordingProcessGroup()
     monkeypatch.setitem(sys.modules, "torch.distributed", group)
     monkeypatch.setattr(hf_roformer_cli, "run", command)
+    monkeypatch.setattr(
+        releases_hf_roformer, "exit_without_teardown", lambda status: group.calls.append(f"exit {status}")
+    )
     if fails:
         with pytest.raises(SystemExit) as exit:
             main(["finetune"])
@@ -591,6 +599,41 @@ def test_processes_wait_for_each_other_before_closing_the_group_only_after_succe
     else:
         main(["finetune"])
     assert group.calls == calls
+
+
+ENDING_SCRIPT = """
+import atexit, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+from hf_roformer.remote_code.releases_hf_roformer import exit_without_teardown
+
+class TornDown:
+    def __del__(self):
+        print("torn down", flush=True)
+
+kept = TornDown()  # a module's global: finalized only by the interpreter's teardown
+ThreadPoolExecutor(1).submit(lambda: (time.sleep(0.5), print("pool task done", flush=True)))
+threading.Thread(target=lambda: (time.sleep(0.5), print("thread done", flush=True))).start()
+atexit.register(print, "atexit ran", flush=True)
+print("unflushed", end="")
+if sys.argv[1] == "without teardown":
+    exit_without_teardown(3)
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("ending", ["without teardown", "sys.exit"])
+def test_a_launched_process_ends_as_python_exits_but_without_the_teardown(tmp_path, ending):
+    """`exit_without_teardown` ends as `sys.exit` does (the status; running threads and a thread pool's task finish;
+    atexit handlers run; buffered output flushed), and only the teardown, where gloo's threads can abort a finished
+    run, does not happen; `sys.exit` alongside shows that each of these is seen."""
+    script = tmp_path / "ending.py"
+    script.write_text(ENDING_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run([sys.executable, str(script), ending], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 3, result.stderr
+    lines = set(result.stdout.replace("unflushed", "unflushed\n").splitlines())
+    assert {"unflushed", "pool task done", "thread done", "atexit ran"} <= lines, result.stdout
+    assert ("torn down" in lines) == (ending == "sys.exit"), result.stdout
 
 
 # -- the tour --------------------------------------------------------------------------------------------------------

@@ -240,6 +240,7 @@ def test_no_split_modules_leave_the_embeddings_to_fsdp_and_tied_groups_are_found
 
 EVERY_HEAD_SCRIPT = """
 import sys, torch, warnings
+import hf_roformer_cli
 from accelerate import Accelerator
 from accelerate.utils import FullyShardedDataParallelPlugin
 sys.path.insert(0, sys.argv[1])
@@ -277,8 +278,7 @@ for head in HEADS:
         accelerator._optimizers.clear()
 print(f"worst difference {worst:.3g}")
 assert worst < 1e-5, worst
-torch.distributed.barrier()  # as the command line closes: no process tears the group down while another still talks
-torch.distributed.destroy_process_group()
+hf_roformer_cli.end_launched_process(0)  # as the command line ends: the processes wait, close the group, exit
 """
 
 

@@ -50,6 +50,7 @@ import torch
 from torch.distributed.tensor import DTensor
 from transformers import DistributedConfig
 import hf_roformer
+import hf_roformer_cli
 
 faulthandler.enable()  # a crashing rank shows where
 jobs = torch.load(sys.argv[1])
@@ -62,8 +63,7 @@ for job in jobs:
         output = model(**job["inputs"])
     outputs[job["name"]] = {"output": output[0], "sharded": sharded}
 torch.save(outputs, os.path.join(sys.argv[2], f"rank{os.environ['RANK']}.pt"))
-torch.distributed.barrier()
-torch.distributed.destroy_process_group()
+hf_roformer_cli.end_launched_process(0)  # as the command line ends: the processes wait, close the group, exit
 """
 
 

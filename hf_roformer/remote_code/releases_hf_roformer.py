@@ -246,6 +246,28 @@ def active_deepspeed_config(deepspeed_integration):
     return reference() if reference else None
 
 
+# --- Python's own exit ------------------------------------------------------------------------------------------------
+
+
+def exit_without_teardown(status: int):
+    """End the process with `status` as Python's exit does (non-daemon threads joined, after the hooks such as thread
+    pools' that let them finish; `atexit` handlers run; output flushed), but without the interpreter's teardown. A
+    sharded model keeps its gloo process group alive past `destroy_process_group`, with the group's C++ worker threads,
+    and such a thread that needs the interpreter while it is torn down aborts the finished process ("terminate called
+    without an active exception"). CPython 3.10 to 3.14: `threading._shutdown` and `atexit._run_exitfuncs` are the
+    steps its finalization takes before the teardown. Call from the main thread; never returns."""
+    import atexit
+    import os
+    import sys
+    import threading
+
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
 __all__ = [
     "CACHE_FIELD",
     "LEGACY_CACHE_ARGUMENT",
@@ -262,6 +284,7 @@ __all__ = [
     "encoding_from_state",
     "encoding_state_fields",
     "example_sizes_of_one_stay_symbolic",
+    "exit_without_teardown",
     "is_view_of_another_tensor",
     "keep_used_weight_conversions",
     "mirror_distributed_type",
