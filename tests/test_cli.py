@@ -17,6 +17,7 @@ import pytest
 import torch
 import transformers
 from conftest import assert_same_saved_weights, cli_failure
+from distributed_launch import failure, run, torchrun_command
 from safetensors.torch import load_file
 from test_finetune import ASCII, make_glue
 
@@ -634,6 +635,53 @@ def test_a_launched_process_ends_as_python_exits_but_without_the_teardown(tmp_pa
     lines = set(result.stdout.replace("unflushed", "unflushed\n").splitlines())
     assert {"unflushed", "pool task done", "thread done", "atexit ran"} <= lines, result.stdout
     assert ("torn down" in lines) == (ending == "sys.exit"), result.stdout
+
+
+LATE_COLLECTIVE_SCRIPT = """
+import sys, time, torch
+import hf_roformer_cli
+from hf_roformer.remote_code.releases_hf_roformer import exit_without_teardown
+
+torch.distributed.init_process_group("gloo")
+rank = torch.distributed.get_rank()
+if rank == 1:
+    time.sleep(2)  # the collective completes on rank 1 as its process ends
+tensor = torch.ones(1000)
+torch.distributed.all_reduce(tensor, async_op=True)  # the work, held by gloo's worker thread, is not kept here
+del tensor  # its Python object now lives on in the C++ tensor that the worker releases
+
+
+class SlowTeardown:
+    def __del__(self):
+        time.sleep(4)  # rank 0 stays alive while rank 1 ends
+
+
+if rank == 0:
+    kept = SlowTeardown()
+print(f"rank {rank} ends", flush=True)
+if sys.argv[1] == "exit_without_teardown":
+    exit_without_teardown(0)
+elif sys.argv[1] == "command line":
+    hf_roformer_cli.end_launched_process(0)
+"""
+
+
+@pytest.mark.launched
+@pytest.mark.parametrize("ending", ["teardown", "exit_without_teardown", "command line"])
+def test_a_collective_completing_as_the_process_ends_aborts_only_the_interpreters_teardown(tmp_path, ending):
+    """A gloo worker thread that releases a finished collective's tensor while Python tears the interpreter down
+    aborts a process whose work is done ("terminate called without an active exception", torch 2.13, Python 3.11);
+    ending without the teardown, directly or as the command line ends (group closed first), exits 0 on both ranks. The
+    plain ending shows that the scenario does produce the abort."""
+    script = tmp_path / "late_collective.py"
+    script.write_text(LATE_COLLECTIVE_SCRIPT)
+    result = run(torchrun_command([ending], script=script), tmp_path)
+    assert "rank 0 ends" in result.stdout and "rank 1 ends" in result.stdout, failure(result)
+    aborted = "terminate called without an active exception" in result.stderr
+    if ending == "teardown":
+        assert result.returncode != 0 and aborted, failure(result)
+    else:
+        assert result.returncode == 0 and not aborted, failure(result)
 
 
 # -- the tour --------------------------------------------------------------------------------------------------------
