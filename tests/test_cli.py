@@ -640,48 +640,54 @@ def test_a_launched_process_ends_as_python_exits_but_without_the_teardown(tmp_pa
 LATE_COLLECTIVE_SCRIPT = """
 import sys, time, torch
 import hf_roformer_cli
-from hf_roformer.remote_code.releases_hf_roformer import exit_without_teardown
 
 torch.distributed.init_process_group("gloo")
 rank = torch.distributed.get_rank()
 if rank == 1:
-    time.sleep(2)  # the collective completes on rank 1 as its process ends
+    time.sleep(2)  # rank 0 waits in its collective; rank 1 joins it and ends at once, its worker still exchanging
 tensor = torch.ones(1000)
-torch.distributed.all_reduce(tensor, async_op=True)  # the work, held by gloo's worker thread, is not kept here
-del tensor  # its Python object now lives on in the C++ tensor that the worker releases
+torch.distributed.all_reduce(tensor, async_op=True)  # gloo's worker thread holds the work; it is not kept here
+del tensor
 
 
 class SlowTeardown:
-    def __del__(self):
-        time.sleep(4)  # rank 0 stays alive while rank 1 ends
+    def __del__(self, sleep=time.sleep):
+        sleep(4)  # rank 0 stays until rank 1 has ended
 
 
 if rank == 0:
     kept = SlowTeardown()
 print(f"rank {rank} ends", flush=True)
-if sys.argv[1] == "exit_without_teardown":
-    exit_without_teardown(0)
-elif sys.argv[1] == "command line":
+if sys.argv[1] == "command line":
     hf_roformer_cli.end_launched_process(0)
 """
+ABORT = "terminate called without an active exception"
+
+
+def late_collective_runs(tmp_path: Path, ending: str, tries: int, stop_at_abort: bool) -> list[bool]:
+    """Run LATE_COLLECTIVE_SCRIPT with `ending` up to `tries` times: whether each run aborted (a run that did not
+    must exit 0 with both ranks done)."""
+    script = tmp_path / "late_collective.py"
+    script.write_text(LATE_COLLECTIVE_SCRIPT)
+    aborts = []
+    for _ in range(tries):
+        result = run(torchrun_command([ending], script=script), tmp_path)
+        assert "rank 0 ends" in result.stdout and "rank 1 ends" in result.stdout, failure(result)
+        aborts.append(ABORT in result.stderr)
+        assert aborts[-1] or result.returncode == 0, failure(result)
+        if aborts[-1] and stop_at_abort:
+            break
+    return aborts
 
 
 @pytest.mark.launched
-@pytest.mark.parametrize("ending", ["teardown", "exit_without_teardown", "command line"])
-def test_a_collective_completing_as_the_process_ends_aborts_only_the_interpreters_teardown(tmp_path, ending):
-    """A gloo worker thread that releases a finished collective's tensor while Python tears the interpreter down
-    aborts a process whose work is done ("terminate called without an active exception", torch 2.13, Python 3.11);
-    ending without the teardown, directly or as the command line ends (group closed first), exits 0 on both ranks. The
-    plain ending shows that the scenario does produce the abort."""
-    script = tmp_path / "late_collective.py"
-    script.write_text(LATE_COLLECTIVE_SCRIPT)
-    result = run(torchrun_command([ending], script=script), tmp_path)
-    assert "rank 0 ends" in result.stdout and "rank 1 ends" in result.stdout, failure(result)
-    aborted = "terminate called without an active exception" in result.stderr
-    if ending == "teardown":
-        assert result.returncode != 0 and aborted, failure(result)
-    else:
-        assert result.returncode == 0 and not aborted, failure(result)
+def test_a_collective_completing_as_the_process_ends_aborts_the_teardown_not_the_command_lines_ending(tmp_path):
+    """A process that ends while gloo's worker thread still completes its last collective is aborted in Python's
+    teardown ("terminate called without an active exception", torch 2.13, Python 3.11: 9 runs of 10 on a 2-core
+    EPYC), after its work is done. The scenario must show that abort at least once in 5 runs; the command line's
+    ending (group closed, then `exit_without_teardown`) must exit 0 in each of 3 runs of the same scenario."""
+    assert any(late_collective_runs(tmp_path, "teardown", tries=5, stop_at_abort=True))
+    assert not any(late_collective_runs(tmp_path, "command line", tries=3, stop_at_abort=False))
 
 
 # -- the tour --------------------------------------------------------------------------------------------------------
