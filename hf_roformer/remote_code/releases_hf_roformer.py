@@ -251,12 +251,12 @@ def active_deepspeed_config(deepspeed_integration):
 
 def exit_without_teardown(status: int):
     """End the process with `status` as Python's exit does (non-daemon threads joined, after the hooks such as thread
-    pools' that let them finish; `atexit` handlers run; output flushed), but without the interpreter's teardown. gloo's
-    worker threads release a collective's tensors just after it completes (and a sharded model keeps the group's
-    threads alive past `destroy_process_group`); a release that falls in the teardown, where the thread can no longer
-    take Python's lock, aborts the finished process ("terminate called without an active exception", torch 2.13;
-    reproduced by tests/test_cli.py). CPython 3.10 to 3.14: `threading._shutdown` and `atexit._run_exitfuncs` are the
-    steps its finalization takes before the teardown. Call from the main thread; never returns."""
+    pools' that let them finish; `atexit` handlers run; output flushed), but without the interpreter's teardown. A
+    process that ends while one of gloo's worker threads is still completing a collective (and a sharded model keeps
+    the group's workers alive past `destroy_process_group`) can be aborted during that teardown, after its work is
+    done ("terminate called without an active exception", torch 2.13; reproduced by tests/test_cli.py). CPython 3.10
+    to 3.14: `threading._shutdown` and `atexit._run_exitfuncs` are the steps its finalization takes before the
+    teardown. Call from the main thread; never returns."""
     import atexit
     import os
     import sys
