@@ -612,8 +612,8 @@ class TornDown:
         print("torn down", flush=True)
 
 kept = TornDown()  # a module's global: finalized only by the interpreter's teardown
-ThreadPoolExecutor(1).submit(lambda: (time.sleep(0.5), print("pool task done", flush=True)))
-threading.Thread(target=lambda: (time.sleep(0.5), print("thread done", flush=True))).start()
+ThreadPoolExecutor(1).submit(lambda: (time.sleep(0.3), print("pool task done", flush=True)))
+threading.Thread(target=lambda: (time.sleep(0.6), print("thread done", flush=True))).start()
 atexit.register(print, "atexit ran", flush=True)
 print("unflushed", end="")
 if sys.argv[1] == "without teardown":
@@ -632,9 +632,9 @@ def test_a_launched_process_ends_as_python_exits_but_without_the_teardown(tmp_pa
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     result = subprocess.run([sys.executable, str(script), ending], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 3, result.stderr
-    lines = set(result.stdout.replace("unflushed", "unflushed\n").splitlines())
-    assert {"unflushed", "pool task done", "thread done", "atexit ran"} <= lines, result.stdout
-    assert ("torn down" in lines) == (ending == "sys.exit"), result.stdout
+    for printed in ("unflushed", "pool task done", "thread done", "atexit ran"):
+        assert printed in result.stdout, result.stdout
+    assert ("torn down" in result.stdout) == (ending == "sys.exit"), result.stdout
 
 
 LATE_COLLECTIVE_SCRIPT = """
@@ -681,13 +681,20 @@ def late_collective_runs(tmp_path: Path, ending: str, tries: int, stop_at_abort:
 
 
 @pytest.mark.launched
-def test_a_collective_completing_as_the_process_ends_aborts_the_teardown_not_the_command_lines_ending(tmp_path):
-    """A process that ends while gloo's worker thread still completes its last collective is aborted in Python's
-    teardown ("terminate called without an active exception", torch 2.13, Python 3.11: 9 runs of 10 on a 2-core
-    EPYC), after its work is done. The scenario must show that abort at least once in 5 runs; the command line's
-    ending (group closed, then `exit_without_teardown`) must exit 0 in each of 3 runs of the same scenario."""
-    assert any(late_collective_runs(tmp_path, "teardown", tries=5, stop_at_abort=True))
+def test_the_command_lines_ending_survives_a_collective_completing_as_the_process_ends(tmp_path):
+    """The command line's ending (group closed, then `exit_without_teardown`) exits 0 in each of 3 runs of the
+    late-collective scenario; `test_a_plain_end_can_be_aborted_...` shows that the scenario aborts a plain end."""
     assert not any(late_collective_runs(tmp_path, "command line", tries=3, stop_at_abort=False))
+
+
+@pytest.mark.slow
+@pytest.mark.launched
+def test_a_plain_end_can_be_aborted_when_a_collective_completes_as_the_process_ends(tmp_path):
+    """A process that ends while gloo's worker thread still completes its last collective can be aborted in Python's
+    teardown, after its work is done ("terminate called without an active exception", torch 2.13, Python 3.11). How
+    often depends on timing: 9 runs of 10 on an idle 2-core EPYC, none of 5 in one CI run under load, hence a slow
+    test (at least one abort in 10 runs) rather than a CI one."""
+    assert any(late_collective_runs(tmp_path, "teardown", tries=10, stop_at_abort=True))
 
 
 # -- the tour --------------------------------------------------------------------------------------------------------
