@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 import hf_roformer  # noqa: E402
-from hf_roformer.remote_code import modeling_hf_roformer, rotary_kernels_hf_roformer  # noqa: E402
+from hf_roformer.remote_code import modeling_hf_roformer, rotary_hf_roformer, rotary_kernels_hf_roformer  # noqa: E402
 from hf_roformer.remote_code.rotary_hf_roformer import TokenRotation, rotate_interleaved, rotation_cos_sin  # noqa: E402
 
 
@@ -73,7 +73,7 @@ def rope_bandwidth(device, dtype, shape, repeats) -> dict:
             lambda: (rotate_interleaved(query, cos, sin), rotate_interleaved(key, cos, sin))
         ),
     }
-    if rotary_kernels_hf_roformer.kernel_applies(query):
+    if rotary_hf_roformer.kernel_applies(query):
         candidates["fused Triton kernel"] = lambda: rotary_kernels_hf_roformer.rotate_with_kernel(
             [query, key], cos, sin
         )

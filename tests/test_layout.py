@@ -210,3 +210,69 @@ def test_every_remote_code_file_travels_with_a_saved_model_or_tokenizer(tmp_path
     hf_roformer.HfRoFormerTokenizer(str(vocab)).save_pretrained(tmp_path / "tokenizer")
     copied = {path.name for path in tmp_path.glob("*/*.py")}
     assert copied == remote_code_files()
+
+
+# -- one forward, followed in three files -----------------------------------------------------------------------------
+
+# The files whose code an inference forward runs: the model, its rotation, and the module of release differences
+# (`traces_graph`, the cache's name); the config is read (its `head_dim` property runs there).
+FORWARD_FILES = {"modeling_hf_roformer.py", "rotary_hf_roformer.py", "releases_hf_roformer.py"}
+CONFIG_FILE = "configuration_hf_roformer.py"
+
+
+def remote_code_calls(call) -> dict[str, set[str]]:
+    """The functions of `remote_code` files that `call()` runs, by file (Python's profiler sees every call)."""
+    found: dict[str, set[str]] = {}
+
+    def record(frame, event, arg):
+        path = Path(frame.f_code.co_filename)
+        if event == "call" and path.parent == REMOTE_CODE:
+            found.setdefault(path.name, set()).add(frame.f_code.co_name)
+
+    sys.setprofile(record)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return found
+
+
+def test_an_inference_forward_of_every_head_runs_model_code_of_three_files():
+    """A reader follows one forward (plain, padded, cached decoding, `generate`, every head) in the model's file, the
+    rotation's and the release differences', with the config beside them: what the forward chooses (attention
+    function, rotation kernel, joined projections) is decided where it is used, not in the modules of each variant."""
+    import torch
+    from conftest import tiny_config
+
+    import hf_roformer
+
+    torch.manual_seed(0)
+    input_ids = torch.randint(1, 99, (2, 7))
+    attention_mask = torch.ones_like(input_ids).index_fill_(1, torch.tensor([5, 6]), 0)
+    heads = [
+        hf_roformer.HfRoFormerModel,
+        hf_roformer.HfRoFormerForMaskedLM,
+        hf_roformer.HfRoFormerForSequenceClassification,
+        hf_roformer.HfRoFormerForTokenClassification,
+        hf_roformer.HfRoFormerForQuestionAnswering,
+    ]
+    forwards = {}
+    for head in heads:
+        model = head(tiny_config()).eval()
+        forwards[head.__name__] = lambda model=model: model(input_ids, attention_mask=attention_mask)
+        forwards[head.__name__ + " unpadded"] = lambda model=model: model(input_ids)
+    choices = hf_roformer.HfRoFormerForMultipleChoice(tiny_config()).eval()
+    forwards["HfRoFormerForMultipleChoice"] = lambda: choices(
+        torch.stack([input_ids, input_ids.flip(0)], 1), attention_mask=torch.stack([attention_mask] * 2, 1)
+    )
+    decoder = hf_roformer.HfRoFormerForCausalLM(tiny_config(is_decoder=True)).eval()
+    forwards["HfRoFormerForCausalLM generate"] = lambda: decoder.generate(
+        input_ids, attention_mask=attention_mask, max_new_tokens=3, do_sample=False
+    )
+    for name, forward in forwards.items():
+        with torch.no_grad():
+            calls = remote_code_calls(forward)
+        config_calls = calls.pop(CONFIG_FILE, set())
+        assert set(calls) <= FORWARD_FILES, (name, {file: calls[file] for file in set(calls) - FORWARD_FILES})
+        assert config_calls <= {"head_dim"}, (name, config_calls)
+        assert {"modeling_hf_roformer.py", "rotary_hf_roformer.py"} <= set(calls), (name, sorted(calls))

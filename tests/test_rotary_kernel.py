@@ -156,7 +156,7 @@ def test_model_with_the_kernel_equals_the_reference_path(monkeypatch, batch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_kernel_is_used_automatically_on_cuda_and_compiles():
     model = hf_roformer.HfRoFormerModel(tiny_config()).cuda().eval()
-    assert rotary_kernels_hf_roformer.kernel_applies(torch.zeros(1, device="cuda"))
+    assert rotary_hf_roformer.kernel_applies(torch.zeros(1, device="cuda"))
     compiled = torch.compile(model, fullgraph=True)
     input_ids = torch.randint(1, 99, (2, 33), device="cuda")
     with torch.no_grad():

@@ -40,13 +40,6 @@ SEED_BOUND = 1 << 62
 DRAW_VALUES = 1 << 16
 
 
-def blockwise_attention_applies(query: torch.Tensor, dropout: float) -> bool:
-    """Whether SDPA would take its math path only because of dropout, and this attention serves instead: attention
-    dropout on CPU tensors, eager (compiled graphs keep SDPA: the per-block generators are host-side state that a
-    graph cannot replay)."""
-    return dropout > 0.0 and query.device.type == "cpu" and not torch.compiler.is_compiling()
-
-
 def query_block_size(batch: int, heads: int, num_keys: int, block_scores: int = BLOCK_SCORES) -> int:
     """Queries per block so that a block's scores hold about `block_scores` numbers (at least one query)."""
     return max(1, block_scores // max(1, batch * heads * num_keys))
@@ -271,7 +264,6 @@ def blockwise_attention_forward(
 
 __all__ = [
     "BlockwiseDropoutAttention",
-    "blockwise_attention_applies",
     "blockwise_attention_forward",
     "blockwise_dropout_attention",
     "dropout_keep_mask",

@@ -38,7 +38,7 @@ from transformers.utils import ModelOutput, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
-from .blockwise_attention_hf_roformer import blockwise_attention_applies, blockwise_attention_forward
+from .blockwise_attention_hf_roformer import blockwise_attention_forward
 from .config_rules_hf_roformer import is_length_dependent, rope_attention_factor
 from .configuration_hf_roformer import HfRoFormerConfig
 from .joined_projection_hf_roformer import JoinedProjectionsMixin, joined_projection
@@ -220,8 +220,8 @@ def self_attention_implementation(
         return implementation
     if "cu_seq_lens_q" in attention_kwargs:
         return VARLEN_SDPA
-    if blockwise_attention_applies(hidden_states, dropout):
-        return BLOCKWISE_SDPA
+    if dropout > 0.0 and hidden_states.device.type == "cpu" and not torch.compiler.is_compiling():
+        return BLOCKWISE_SDPA  # eager only: its per-block generators are host-side state a graph cannot replay
     causal = config.is_decoder and not config.unilm
     if traces_graph() and (attention_mask is not None or not causal):
         return MASKED_SDPA
@@ -333,9 +333,10 @@ class HfRoFormerAttentionBase(nn.Module):
         if query_key_in_halves:
             query, key = (self.project_in_halves(projection, hidden_states) for projection in (self.query, self.key))
             return query, key, self.value(hidden_states)
-        joined = joined_projection(self, hidden_states)
-        if joined is not None:
-            return joined
+        if "joined_qkv_source" in self.__dict__:  # `fuse_qkv_projections()` kept joined weights
+            joined = joined_projection(self, hidden_states)
+            if joined is not None:
+                return joined
         return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
 
     def project_in_halves(self, projection: nn.Module, states: torch.Tensor) -> torch.Tensor:

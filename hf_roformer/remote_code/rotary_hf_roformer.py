@@ -22,9 +22,9 @@ import torch
 from torch import nn
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-from .config_rules_hf_roformer import is_length_dependent, ntk_base, original_length
+from .config_rules_hf_roformer import LENGTH_DEPENDENT_TYPES, ntk_base, original_length
 from .releases_hf_roformer import traces_graph
-from .rotary_kernels_hf_roformer import kernel_applies, rotate_with_kernel
+from .rotary_kernels_hf_roformer import KERNEL_ENABLED, TRITON_AVAILABLE, rotate_with_kernel
 
 
 def angle_dtype(device: torch.device) -> torch.dtype:
@@ -156,7 +156,7 @@ class HfRoFormerRotaryEmbedding(nn.Module):
     @property
     def depends_on_length(self) -> bool:
         """Whether the frequencies depend on the input length (dynamic NTK, LongRoPE)."""
-        return is_length_dependent(self.config)
+        return self.config.rope_parameters.get("rope_type", "default") in LENGTH_DEPENDENT_TYPES
 
     @torch.no_grad()
     def forward(
@@ -365,6 +365,15 @@ def _rotate_complex(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
     return rotated if x.dtype == torch.float32 else rotated.to(x.dtype)
 
 
+def kernel_applies(query: torch.Tensor) -> bool:
+    """Whether the fused kernel (`rotary_kernels_hf_roformer`) serves this call: Triton present, enabled, and CUDA
+    tensors, except in graphs for ONNX or the TorchScript tracer, which cannot hold a Triton kernel (`torch.compile`
+    and `torch.export` keep it as an op)."""
+    if not (TRITON_AVAILABLE and KERNEL_ENABLED and query.is_cuda):
+        return False
+    return not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export())
+
+
 class TokenRotation:
     """The rotation of every token of one forward, prepared once and applied by every layer (paper eq. 34).
 
@@ -552,6 +561,7 @@ __all__ = [
     "apply_rotary_pos_emb",
     "default_inverse_frequencies",
     "in_halves",
+    "kernel_applies",
     "per_query_rotary_attention",
     "rope_inverse_frequencies",
     "rotate_interleaved",

@@ -219,15 +219,6 @@ def _register_op():
 _OP = _register_op() if TRITON_AVAILABLE else None
 
 
-def kernel_applies(query: torch.Tensor) -> bool:
-    """Whether the fused kernel serves this call: Triton present, enabled, and CUDA tensors, except in graphs for ONNX
-    or the TorchScript tracer, which cannot hold a Triton kernel (`torch.compile` and `torch.export` keep it as an
-    op)."""
-    if not (TRITON_AVAILABLE and KERNEL_ENABLED and query.is_cuda):
-        return False
-    return not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export())
-
-
 def rotate_with_kernel(
     tensors: list[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, in_place: bool = False
 ) -> list[torch.Tensor]:
@@ -245,4 +236,4 @@ def rotate_with_kernel(
     return _launch(tensors, cos, sin, 1.0, in_place=in_place)
 
 
-__all__ = ["KERNEL_ENABLED", "TRITON_AVAILABLE", "kernel_applies", "rotate_with_kernel"]
+__all__ = ["KERNEL_ENABLED", "TRITON_AVAILABLE", "rotate_with_kernel"]
