@@ -63,7 +63,6 @@ from .rotary_hf_roformer import (
     PerQueryRotation,
     TokenRotation,
     in_halves,
-    per_query_rotary_attention,
 )
 from .saving_hf_roformer import HfRoFormerSavingMixin
 from .tensor_parallel_hf_roformer import CROSS_ATTENTION_TP_PLAN, WholeHeadsPerRankMixin
@@ -126,6 +125,10 @@ def masked_sdpa_forward(
     return output.transpose(1, 2).contiguous(), None
 
 
+# Elements of the per-chunk rotated-key tensor (batch * heads * queries * keys * head_dim), about 64 MB in float32.
+PER_QUERY_CHUNK_ELEMENTS = 1 << 24
+
+
 def per_query_rotary_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -139,17 +142,27 @@ def per_query_rotary_attention_forward(
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention for length-dependent rope in a decoder whose queries' frequencies differ: each query rotates the
-    unrotated (cached) keys with its own, which no attention backend does; `query_rotations.allowed` is the mask."""
-    return per_query_rotary_attention(
-        query,
-        key,
-        value,
-        query_rotations,
-        scaling,
-        dropout=dropout,
-        training=module.training,
-        rotary_value=module.rotary_value,
-    )
+    unrotated (cached) keys, and values with `rotary_value`, with its own frequencies, which no attention backend does;
+    `query_rotations.allowed` is the mask. Exact for any mix of frequencies, in chunks of queries so memory stays
+    bounded. Returns the output `(batch, seq, heads, d)` and the attention weights `(batch, heads, seq, keys)`."""
+    batch, heads, seq_len, head_dim = query.shape
+    chunk = max(1, PER_QUERY_CHUNK_ELEMENTS // max(1, batch * heads * key.shape[2] * head_dim))
+    outputs, weights = [], []
+    for start in range(0, seq_len, chunk):
+        queries = slice(start, min(start + chunk, seq_len))
+        rotated_query, rotated_keys, rotated_values = query_rotations.rotate_for_queries(
+            queries, query, key, value if module.rotary_value else None
+        )
+        scores = torch.einsum("bhcd,bhctd->bhct", rotated_query.float(), rotated_keys.float()) * scaling
+        scores = scores.masked_fill(~query_rotations.allowed[:, None, queries], torch.finfo(scores.dtype).min)
+        probabilities = nn.functional.dropout(scores.softmax(dim=-1), p=dropout, training=module.training)
+        if rotated_values is None:
+            output = probabilities @ value.float()
+        else:
+            output = torch.einsum("bhct,bhctd->bhcd", probabilities, rotated_values.float())
+        outputs.append(output.to(query.dtype))
+        weights.append(probabilities.to(query.dtype))
+    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), torch.cat(weights, dim=2)
 
 
 def varlen_attention_forward(

@@ -11,7 +11,7 @@ exact at long positions, and `dynamic` NTK vectorized over lengths.
 
 Rope types whose frequencies depend on the input length (dynamic NTK, LongRoPE) give each decoder query the frequencies
 of the prefix it sees, so decoding with a key/value cache computes exactly what a forward over the whole sequence does;
-such decoders cache keys unrotated and rotate them per query (`per_query_rotary_attention`).
+such decoders cache keys unrotated and rotate them per query (`PerQueryRotation.rotate_for_queries`).
 
 Hub-bound: copied next to saved checkpoints; imports only `torch`, `transformers` and sibling Hub-bound files.
 """
@@ -130,8 +130,8 @@ class PerQueryRotation(NamedTuple):
 
     def rotate_with_query_frequencies(self, query, key, value, rotate_value: bool = False) -> tuple[torch.Tensor, ...]:
         """Rotate `(batch, heads, seq, d)` queries and the cached + current keys (and values with `rotate_value`) where
-        the queries share one frequency set; otherwise return them as they are, for `per_query_rotary_attention`, which
-        rotates the keys with each query's own frequencies."""
+        the queries share one frequency set; otherwise return them as they are, for the per-query attention, which
+        rotates the keys with each query's own frequencies (`rotate_for_queries`)."""
         if not self.shared_by_queries:
             return query, key, value
         query = rotate_interleaved(query, self.cos, self.sin)
@@ -139,6 +139,19 @@ class PerQueryRotation(NamedTuple):
         if rotate_value:
             value = rotate_interleaved(value, self.key_cos, self.key_sin)
         return query, key, value
+
+    def rotate_for_queries(
+        self, queries: slice, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The queries `queries` of `(batch, heads, seq, d)` rotated with their own frequencies, and for each of them
+        the unrotated keys (and values, unless None) `(batch, heads, keys, d)` rotated with the same frequencies:
+        `(batch, heads, chunk, d)` and `(batch, heads, chunk, keys, d)`, so `score(t, j) = (R(F_t, p_t) q_t) .
+        (R(F_t, p_j) k_j)`."""
+        rotated_query = rotate_interleaved(query[:, :, queries], self.cos[:, queries], self.sin[:, queries])
+        key_cos, key_sin = rotation_cos_sin(self.key_positions[:, None, :], self.inv_freq[:, queries, None, :])
+        rotation = torch.complex(key_cos, key_sin)[:, None]
+        rotated_value = None if value is None else _rotate_complex(value[:, :, None], rotation)
+        return rotated_query, _rotate_complex(key[:, :, None], rotation), rotated_value
 
 
 class HfRoFormerRotaryEmbedding(nn.Module):
@@ -507,52 +520,6 @@ def apply_rotary_pos_emb(
     return rotated[0], rotated[1], rotated[2] if value is not None else None
 
 
-# Elements of the per-chunk rotated-key tensor (batch * heads * queries * keys * head_dim), about 64 MB in float32.
-PER_QUERY_CHUNK_ELEMENTS = 1 << 24
-
-
-def per_query_rotary_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    rotation: PerQueryRotation,
-    scaling: float,
-    dropout: float = 0.0,
-    training: bool = False,
-    rotary_value: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax attention where each query rotates the (unrotated) keys, and values with `rotary_value`, with its own
-    frequencies: `score(t, j) = (R(F_t, p_t) q_t) . (R(F_t, p_j) k_j)`.
-
-    Exact for any mix of frequencies, computed in query chunks so memory stays bounded; used only when queries of one
-    forward do not share one frequency set (decoders past the original length with dynamic NTK or LongRoPE).
-    Returns the output `(batch, seq, heads, d)` and the attention weights `(batch, heads, seq, keys)`.
-    """
-    batch, heads, seq_len, head_dim = query.shape
-    num_keys = key.shape[2]
-    chunk = max(1, PER_QUERY_CHUNK_ELEMENTS // max(1, batch * heads * num_keys * head_dim))
-    outputs, weights = [], []
-    for start in range(0, seq_len, chunk):
-        stop = min(start + chunk, seq_len)
-        inv_freq = rotation.inv_freq[:, start:stop]  # (batch, chunk, d/2)
-        rotated_query = rotate_interleaved(
-            query[:, :, start:stop], rotation.cos[:, start:stop], rotation.sin[:, start:stop]
-        )
-        key_cos, key_sin = rotation_cos_sin(rotation.key_positions[:, None, :], inv_freq[:, :, None, :])
-        rotated_keys = _rotate_complex(key[:, :, None], torch.complex(key_cos, key_sin)[:, None])
-        scores = torch.einsum("bhcd,bhctd->bhct", rotated_query.float(), rotated_keys.float()) * scaling
-        scores = scores.masked_fill(~rotation.allowed[:, None, start:stop], torch.finfo(scores.dtype).min)
-        probabilities = nn.functional.dropout(scores.softmax(dim=-1), p=dropout, training=training)
-        if rotary_value:
-            rotated_values = _rotate_complex(value[:, :, None], torch.complex(key_cos, key_sin)[:, None])
-            output = torch.einsum("bhct,bhctd->bhcd", probabilities, rotated_values.float())
-        else:
-            output = probabilities @ value.float()
-        outputs.append(output.to(query.dtype))
-        weights.append(probabilities.to(query.dtype))
-    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), torch.cat(weights, dim=2)
-
-
 __all__ = [
     "HfRoFormerRotaryEmbedding",
     "PerQueryRotation",
@@ -562,7 +529,6 @@ __all__ = [
     "default_inverse_frequencies",
     "in_halves",
     "kernel_applies",
-    "per_query_rotary_attention",
     "rope_inverse_frequencies",
     "rotate_interleaved",
     "rotation_cos_sin",
