@@ -276,3 +276,51 @@ def test_an_inference_forward_of_every_head_runs_model_code_of_three_files():
         assert set(calls) <= FORWARD_FILES, (name, {file: calls[file] for file in set(calls) - FORWARD_FILES})
         assert config_calls <= {"head_dim"}, (name, config_calls)
         assert {"modeling_hf_roformer.py", "rotary_hf_roformer.py"} <= set(calls), (name, sorted(calls))
+
+
+# The layers of `remote_code`, lowest first: a file imports only files of lower layers, so the configuration and the
+# pieces the model is built from never depend on the model, and the configuration on no part of it.
+REMOTE_CODE_LAYERS = (
+    # What depends on nothing of the folder: release differences, the config's rules, text rules, kernels, Hub files.
+    {
+        "releases_hf_roformer",
+        "config_rules_hf_roformer",
+        "text_rules_hf_roformer",
+        "rotary_kernels_hf_roformer",
+        "tensor_parallel_hf_roformer",
+        "model_card_hf_roformer",
+        "sentence_transformers_hf_roformer",
+    },
+    # The configuration, and the parts of the model and tokenizer, each on its own.
+    {
+        "configuration_hf_roformer",
+        "rotary_hf_roformer",
+        "blockwise_attention_hf_roformer",
+        "linear_attention_hf_roformer",
+        "joined_projection_hf_roformer",
+        "saving_hf_roformer",
+        "encoding_hf_roformer",
+    },
+    {"modeling_hf_roformer", "tokenization_hf_roformer"},
+    {"global_pointer_hf_roformer"},  # a head with a module of its own, on top of the model
+)
+MODEL_PARTS = REMOTE_CODE_LAYERS[1] - {"configuration_hf_roformer"} | REMOTE_CODE_LAYERS[2] | REMOTE_CODE_LAYERS[3]
+
+
+def sibling_imports(name: str) -> set[str]:
+    """The sibling modules a `remote_code` file imports (`from .name import ...`), wherever in the file."""
+    tree = ast.parse((REMOTE_CODE / f"{name}.py").read_text(encoding="utf-8"))
+    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+
+
+def test_remote_code_files_import_only_lower_layers():
+    layer_of = {name: index for index, layer in enumerate(REMOTE_CODE_LAYERS) for name in layer}
+    assert set(layer_of) == {name.removesuffix(".py") for name in remote_code_files()}, "a file without a layer"
+    upward = [
+        f"{name} (layer {layer_of[name]}) imports {imported} (layer {layer_of[imported]})"
+        for name in sorted(layer_of)
+        for imported in sorted(sibling_imports(name))
+        if layer_of[imported] >= layer_of[name]
+    ]
+    assert upward == []
+    assert sibling_imports("configuration_hf_roformer") & MODEL_PARTS == set()
