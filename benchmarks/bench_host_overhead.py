@@ -98,12 +98,14 @@ def forward_call(kind: str, case: str, batch: int, length: int):
 
 def accelerator_operator_counts(call) -> dict:
     """Operators of one call as tensors on an accelerator dispatch them: the checks that read values on the host for
-    CPU tensors take their device path (an asynchronous assertion), as `tests/test_host_syncs.py` counts them."""
+    CPU tensors take their device path (an asynchronous assertion), as `tests/test_host_syncs.py` counts them. Counted
+    on the second call, as every later forward runs (the first also computes the rope frequencies it keeps)."""
     from hf_roformer.remote_code import modeling_hf_roformer
 
     reads = modeling_hf_roformer.reads_values_on_host
     modeling_hf_roformer.reads_values_on_host = lambda tensor: False
     try:
+        call()
         return count_operators(call)
     finally:
         modeling_hf_roformer.reads_values_on_host = reads

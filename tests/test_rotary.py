@@ -132,6 +132,27 @@ def test_angles_stay_exact_in_low_precision_models(dtype):
     assert not any(buffer.is_floating_point() for buffer in model.buffers())
 
 
+def test_kept_frequencies_follow_the_config_and_survive_casts():
+    """Eager forwards keep a static rope type's frequencies between forwards; after the rope parameters change (in
+    place too) a forward computes what a model built with them computes, and `model.to(bf16)` leaves them float64
+    and out of the state dict."""
+    model = hf_roformer.HfRoFormerModel(tiny_config()).eval()
+    positions = torch.tensor([[0, 5, 100_000]])
+    default = model.rotary_emb(positions)
+    model.config.rope_parameters.update(rope_type="linear", factor=4.0)
+    linear = model.rotary_emb(positions)
+    built = hf_roformer.HfRoFormerModel(tiny_config(rope_parameters=dict(model.config.rope_parameters)))
+    expected = built.rotary_emb(positions)
+    assert not torch.equal(linear[1], default[1])
+    for actual, wanted in zip(linear, expected, strict=True):
+        torch.testing.assert_close(actual, wanted, rtol=0, atol=0)
+    model.to(torch.bfloat16)
+    for actual, wanted in zip(model.rotary_emb(positions), expected, strict=True):
+        torch.testing.assert_close(actual, wanted, rtol=0, atol=0)
+    assert model.rotary_emb.kept_frequencies[1].dtype == torch.float64
+    assert not any("frequencies" in name for name in model.state_dict())
+
+
 def test_compiled_rotation_equals_eager():
     """The real-valued form used under torch.compile equals the complex form used in eager mode."""
     config = tiny_config()
