@@ -1950,6 +1950,7 @@ def check_labels(
     check_tensor(name, labels, kind=kind, dims=(len(shape),), shape=shape)
     if kind != "targets" or high is None:
         return
+
     def allowed(values: torch.Tensor) -> torch.Tensor:
         in_range = (values >= low) & (values < high)
         return in_range | (values == IGNORE_INDEX) if ignore_index else in_range

@@ -190,8 +190,9 @@ class HfRoFormerRotaryEmbedding(nn.Module):
         return rotation_cos_sin(position_ids, inv_freq)
 
     def static_frequencies(self, device: torch.device) -> torch.Tensor:
-        """The frequencies that depend on no input length, on `device`: computed once per device and rope parameters
-        in eager forwards (d/2 numbers; four operators fewer per forward), in every recorded graph."""
+        """The frequencies that depend on no input length, on `device`. Eager forwards reuse those of the last forward
+        on the same device with the same rope parameters (four operators fewer per forward); a recorded graph computes
+        them with its own operators."""
         if traces_graph():
             return rope_inverse_frequencies(self.config, None, device)
         key = (device, self.config.head_dim, tuple(self.config.rope_parameters.items()))
