@@ -215,9 +215,10 @@ def test_every_remote_code_file_travels_with_a_saved_model_or_tokenizer(tmp_path
 # -- one forward, followed in three files -----------------------------------------------------------------------------
 
 # The files whose code an inference forward runs: the model, its rotation, and the module of release differences
-# (`traces_graph`, the cache's name); the config is read (its `head_dim` property runs there).
+# (`traces_graph`, the cache's name); the config is read (its `head_dim` property, and its rules' answer to whether
+# the frequencies depend on the length).
 FORWARD_FILES = {"modeling_hf_roformer.py", "rotary_hf_roformer.py", "releases_hf_roformer.py"}
-CONFIG_FILE = "configuration_hf_roformer.py"
+CONFIG_READS = {"configuration_hf_roformer.py": {"head_dim"}, "config_rules_hf_roformer.py": {"is_length_dependent"}}
 
 
 def remote_code_calls(call) -> dict[str, set[str]]:
@@ -272,9 +273,10 @@ def test_an_inference_forward_of_every_head_runs_model_code_of_three_files():
     for name, forward in forwards.items():
         with torch.no_grad():
             calls = remote_code_calls(forward)
-        config_calls = calls.pop(CONFIG_FILE, set())
+        for file, reads in CONFIG_READS.items():
+            unexpected = calls.pop(file, set()) - reads
+            assert unexpected == set(), (name, file, unexpected)
         assert set(calls) <= FORWARD_FILES, (name, {file: calls[file] for file in set(calls) - FORWARD_FILES})
-        assert config_calls <= {"head_dim"}, (name, config_calls)
         assert {"modeling_hf_roformer.py", "rotary_hf_roformer.py"} <= set(calls), (name, sorted(calls))
 
 

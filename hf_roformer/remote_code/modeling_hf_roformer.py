@@ -1848,10 +1848,10 @@ def check_values(name: str, value: torch.Tensor, allowed: Callable, description:
     on the host (elsewhere `allowed` is not even computed, so no device work is spent on a check that is not made)."""
     if not reads_values_on_host(value):
         return
-    allowed = allowed(value)
-    if bool(allowed.all()):
+    passes = allowed(value)
+    if bool(passes.all()):
         return
-    bad = value[~allowed][0].item()
+    bad = value[~passes][0].item()
     raise ValueError(f"`{name}` contains {bad!r}; {description}.")
 
 

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-from .config_rules_hf_roformer import LENGTH_DEPENDENT_TYPES, ntk_base, original_length
+from .config_rules_hf_roformer import is_length_dependent, ntk_base, original_length
 from .releases_hf_roformer import traces_graph
 from .rotary_kernels_hf_roformer import KERNEL_ENABLED, TRITON_AVAILABLE, rotate_with_kernel
 
@@ -172,7 +172,7 @@ class HfRoFormerRotaryEmbedding(nn.Module):
     @property
     def depends_on_length(self) -> bool:
         """Whether the frequencies depend on the input length (dynamic NTK, LongRoPE)."""
-        return self.config.rope_parameters.get("rope_type", "default") in LENGTH_DEPENDENT_TYPES
+        return is_length_dependent(self.config)
 
     @torch.no_grad()
     def forward(
