@@ -92,6 +92,44 @@ def test_a_classifier_of_several_labels_has_no_pair_route(classifier):
         assert difference > 100 * FLOAT32_TOLERANCE
 
 
+@pytest.fixture(scope="module")
+def token_labelling_classifier(tmp_path_factory):
+    """A 3-label [CLS] sequence classifier served natively for the per-token task (`--pooler-config.task
+    token_classify`), in float32."""
+    directory = tmp_path_factory.mktemp("token-labelling-classifier")
+    model = hf_roformer.HfRoFormerForSequenceClassification(config(num_labels=3))
+    trained_on_pairs(model)
+    model = save(model, directory / "model")
+    options = ("--dtype", "float32", "--pooler-config.task", "token_classify")
+    with serving(directory / "model", *options, directory=directory, native=True) as server:
+        yield model, server
+
+
+def test_the_native_classifier_labels_every_token_as_its_head_does(token_labelling_classifier):
+    """The native [CLS] classifier leaves its last layer to the pooler, which computes only the [CLS] row for
+    `/classify` and must compute every row for `token_classify`: each token's probabilities are the softmax of the
+    classification head (dense, activation, projection) on that token's last hidden state, for texts of different
+    lengths sharing a step."""
+    model, server = token_labelling_classifier
+    texts = [*TEXTS, LONG_TEXT[:60]]
+    answer = server.answer("/pooling", {"input": texts, "task": "token_classify"})
+    served = [torch.tensor(item["data"]) for item in sorted(answer["data"], key=lambda item: item["index"])]
+    head = model.classifier
+
+    def probabilities_of(states: torch.Tensor) -> torch.Tensor:
+        return head.out_proj(head.activation(head.dense(states))).softmax(dim=-1)
+
+    for text, probabilities in zip(texts, served, strict=True):
+        with torch.no_grad():
+            outputs = model.roformer(**tokenizer()(text, return_tensors="pt"), output_hidden_states=True)
+            expected = probabilities_of(outputs.last_hidden_state[0])
+            before_last_layer = probabilities_of(outputs.hidden_states[-2][0])
+        assert probabilities.shape == expected.shape
+        assert largest_difference(probabilities, expected) <= FLOAT32_TOLERANCE
+        # What rows left at the layer before the last would give: far from the answer.
+        assert largest_difference(before_last_layer[1:], expected[1:]) > 1e-2
+
+
 @pytest.fixture(scope="module", params=[("remote code", "cls"), ("native", "mean")], ids=" ".join)
 def cross_encoder(request, tmp_path_factory):
     """A one-label classifier of sentence pairs whose two segment embeddings differ clearly (as after fine-tuning on

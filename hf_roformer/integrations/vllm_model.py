@@ -15,6 +15,9 @@ A step of vLLM's pooling runner holds whole requests one after another in one ro
 (encoders run without chunked prefill), so a token's request is found from the positions alone (`request_ids`), and
 length-dependent rope types (dynamic NTK, LongRoPE) get each request's own length, as the model alone gives each row
 its own.
+
+Models pooled at [CLS] leave their last layer to the pooler (`LastLayerThenPool`), which knows the step's tasks: where
+only each request's first token is read, the last layer computes that row alone, most of a layer's work saved.
 """
 
 import re
@@ -28,7 +31,7 @@ from vllm.distributed import get_tensor_model_parallel_world_size
 from vllm.model_executor.layers.attention import Attention, EncoderOnlyAttention
 from vllm.model_executor.layers.linear import ColumnParallelLinear, QKVParallelLinear, RowParallelLinear
 from vllm.model_executor.layers.logits_processor import LogitsProcessor
-from vllm.model_executor.layers.pooler import DispatchPooler
+from vllm.model_executor.layers.pooler import DispatchPooler, Pooler
 from vllm.model_executor.layers.pooler.seqwise import get_seq_pooling_method
 from vllm.model_executor.layers.pooler.seqwise.poolers import pooler_for_embed
 from vllm.model_executor.layers.pooler.tokwise.poolers import pooler_for_token_classify
@@ -36,6 +39,7 @@ from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmb
 from vllm.model_executor.models.interfaces import SupportsCrossEncoding
 from vllm.model_executor.models.interfaces_base import attn_type, default_pooling_type
 from vllm.model_executor.models.utils import AutoWeightsLoader, WeightsMapper
+from vllm.v1.pool.metadata import PoolingMetadata
 
 from ..remote_code.config_rules_hf_roformer import is_length_dependent, rope_attention_factor
 from ..remote_code.modeling_hf_roformer import HfRoFormerPredictionHeadTransform, make_norm
@@ -92,6 +96,10 @@ def refuse_what_is_not_served(config, scores_pairs: bool = False, generates: boo
         )
 
 
+# The pooling tasks whose poolers, under [CLS] pooling, read each request's first token and nothing else.
+FIRST_TOKEN_TASKS = frozenset({"embed", "classify"})
+
+
 def request_ids(positions: torch.Tensor) -> torch.Tensor:
     """The request of every token of a step, `(1, tokens)`: requests follow one another, each starting at position 0."""
     return (positions == 0).cumsum(0).sub_(1).clamp_(min=0)[None]
@@ -131,28 +139,67 @@ class HfRoFormerVllmSelfAttention(nn.Module):
             quant_config=vllm_config.quant_config,
             prefix=f"{prefix}.qkv_proj",
         )
+        # A rope type's attention factor (YaRN's temperature) multiplies the logits, as in the model.
+        self.scale = self.head_dim**-0.5 * rope_attention_factor(config) ** 2
         # Encoders attend within each request; a causal LM attends to the earlier tokens, cached across steps.
         attention_class = Attention if config.is_decoder and not config.unilm else EncoderOnlyAttention
         self.attn = attention_class(
             num_heads=heads,
             head_size=self.head_dim,
-            # A rope type's attention factor (YaRN's temperature) multiplies the logits, as in the model.
-            scale=self.head_dim**-0.5 * rope_attention_factor(config) ** 2,
+            scale=self.scale,
             num_kv_heads=heads,
             cache_config=vllm_config.cache_config,
             quant_config=vllm_config.quant_config,
             prefix=f"{prefix}.attn",
         )
 
-    def forward(self, hidden_states: torch.Tensor, rotation: TokenRotation) -> torch.Tensor:
-        """`(tokens, hidden)` states attended; `rotation` holds the rotation of every token."""
+    def rotated_heads(self, hidden_states: torch.Tensor, rotation: TokenRotation) -> list[torch.Tensor]:
+        """Query, key and value of the step's tokens, `(tokens, heads, head_dim)` each: queries and keys rotated
+        (values too with `rotary_value`); `rotation` holds the rotation of every token."""
         qkv, _ = self.qkv_proj(hidden_states)
         query, key, value = qkv.chunk(3, dim=-1)
         projections = (query, key, value) if self.rotary_value else (query, key)
         # In place: the projections are views of `qkv`, which nothing else reads (no gradient is recorded here).
         rotated = rotation.rotate_projections(self.head_dim, *(p[None] for p in projections), in_place=True)
-        flat = [heads.transpose(1, 2).reshape(hidden_states.shape[0], -1) for heads in rotated]
-        return self.attn(flat[0], flat[1], flat[2] if self.rotary_value else value)
+        heads = [states[0].transpose(0, 1) for states in rotated]
+        return heads if self.rotary_value else [*heads, value.unflatten(-1, (-1, self.head_dim))]
+
+    def forward(self, hidden_states: torch.Tensor, rotation: TokenRotation) -> torch.Tensor:
+        """`(tokens, hidden)` states attended through vLLM's attention."""
+        heads = self.rotated_heads(hidden_states, rotation)
+        return self.attn(*(states.reshape(hidden_states.shape[0], -1) for states in heads))
+
+    def attend_from_first_tokens(
+        self, hidden_states: torch.Tensor, rotation: TokenRotation, requests: torch.Tensor, first_tokens: torch.Tensor
+    ) -> torch.Tensor:
+        """Attention output `(requests, hidden)` of each request's first token alone, over all its request's tokens
+        (`requests`: each token's request; `first_tokens`: where each request starts), in float32: a softmax over each
+        request's keys, as the full attention gives that row."""
+        query, key, value = (states.float() for states in self.rotated_heads(hidden_states, rotation))
+        scores = (query[first_tokens[requests]] * key).sum(-1) * self.scale  # (tokens, heads)
+        by_request = requests[:, None].expand_as(scores)
+        peaks = scores.new_full((len(first_tokens), scores.shape[1]), -torch.inf)
+        peaks = peaks.scatter_reduce_(0, by_request, scores, "amax")
+        weights = (scores - peaks[requests]).exp_()
+        totals = torch.zeros_like(peaks).index_add_(0, requests, weights)
+        output = value.new_zeros(len(first_tokens), *value.shape[1:]).index_add_(
+            0, requests, weights[..., None] * value
+        )
+        return (output / totals[..., None]).flatten(1).to(hidden_states.dtype)
+
+    def attend_per_request(
+        self, hidden_states: torch.Tensor, rotation: TokenRotation, lengths: list[int]
+    ) -> torch.Tensor:
+        """Attention output `(tokens, hidden)` of every token, each request attended alone (`lengths`: the requests'
+        token counts, in order), with PyTorch's attention: for a step whose pooler reads more than first tokens."""
+        heads = self.rotated_heads(hidden_states, rotation)
+        outputs = [
+            nn.functional.scaled_dot_product_attention(
+                *(states.transpose(0, 1) for states in request), scale=self.scale
+            )
+            for request in zip(*(states.split(lengths) for states in heads), strict=True)
+        ]
+        return torch.cat(outputs, dim=1).transpose(0, 1).flatten(1)
 
 
 class HfRoFormerVllmResidualOutput(nn.Module):
@@ -222,6 +269,24 @@ class HfRoFormerVllmLayer(nn.Module):
         attention_output = self.attention(hidden_states, rotation)
         return self.output(self.intermediate(attention_output), attention_output)
 
+    def first_token_outputs(
+        self, hidden_states: torch.Tensor, rotation: TokenRotation, requests: torch.Tensor, first_tokens: torch.Tensor
+    ) -> torch.Tensor:
+        """The layer's output `(requests, hidden)` at each request's first token only: its attention over the whole
+        request, then the output projection and the feed-forward block of that one row."""
+        attended = self.attention.self.attend_from_first_tokens(hidden_states, rotation, requests, first_tokens)
+        attention_output = self.attention.output(attended, hidden_states[first_tokens])
+        return self.output(self.intermediate(attention_output), attention_output)
+
+    def per_request_outputs(
+        self, hidden_states: torch.Tensor, rotation: TokenRotation, lengths: list[int]
+    ) -> torch.Tensor:
+        """The layer's output at every token, each request attended alone (outside vLLM's forward context)."""
+        attention_output = self.attention.output(
+            self.attention.self.attend_per_request(hidden_states, rotation, lengths), hidden_states
+        )
+        return self.output(self.intermediate(attention_output), attention_output)
+
 
 class HfRoFormerVllmEncoderLayers(nn.Module):
     """The stack of layers under its checkpoint name (`encoder.layer.N`)."""
@@ -248,22 +313,73 @@ class HfRoFormerVllmEncoder(nn.Module):
         self.rotary_emb = HfRoFormerRotaryEmbedding(config)
 
     def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, token_type_ids: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        layers: int | None = None,
     ) -> torch.Tensor:
-        """The last hidden states `(tokens, hidden)` of the step's tokens (`positions`: each token's position in its
-        request, which starts at 0)."""
+        """The hidden states `(tokens, hidden)` of the step's tokens after the first `layers` layers (None: all), from
+        their ids and `positions` (each token's position in its request, which starts at 0)."""
         hidden_states = self.embeddings(input_ids, token_type_ids)
         if hasattr(self, "embeddings_project"):
             hidden_states = self.embeddings_project(hidden_states)
         rotation = self.rotary_emb.for_packed_row(positions[None], request_ids(positions))
-        for layer in self.encoder.layer:
+        for layer in self.encoder.layer[:layers]:
             hidden_states = layer(hidden_states, rotation)
         return hidden_states
+
+    def last_layer(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata) -> torch.Tensor:
+        """The last layer on a step's states from the layers before it, where the pooler's tasks are known: where
+        every request is pooled at its first token ([CLS] pooling of `embed` and `classify`), that token's row alone,
+        written over the input's row (the other rows, which those poolers do not read, keep the input's states);
+        otherwise every row, each request attended alone."""
+        cursor = pooling_metadata.get_pooling_cursor()
+        if cursor.is_partial_prefill():
+            raise NotServedNatively("hf_roformer's native vLLM pooling models need each request whole in one step.")
+        lengths, first_tokens = cursor.num_scheduled_tokens_cpu, cursor.first_token_indices_gpu.long()
+        tokens, device = hidden_states.shape[0], hidden_states.device
+        requests = torch.arange(len(lengths), device=device).repeat_interleave(lengths.to(device), output_size=tokens)
+        positions = torch.arange(tokens, device=device) - first_tokens[requests]
+        rotation = self.rotary_emb.for_packed_row(positions[None], requests[None])
+        layer = self.encoder.layer[-1]
+        if FIRST_TOKEN_TASKS.issuperset(pooling_metadata.tasks):
+            first_token_states = layer.first_token_outputs(hidden_states, rotation, requests, first_tokens)
+            return hidden_states.index_copy(0, first_tokens, first_token_states)
+        return layer.per_request_outputs(hidden_states, rotation, lengths.tolist())
 
     def pooled(self, cls_states: torch.Tensor) -> torch.Tensor:
         """The model's own pooler on [CLS] states (tanh, or none for RoFormer-Sim's linear pooler)."""
         vectors = self.pooler(cls_states)
         return torch.tanh(vectors) if self.config.pooler_activation == "tanh" else vectors
+
+
+class LastLayerThenPool(Pooler):
+    """A [CLS]-pooling model's pooler behind the encoder's last layer, which the model's `forward` leaves to it: here
+    the step's tasks are known, so where every request is pooled at its first token the last layer computes that row
+    alone (its attention over the request, output projection and feed-forward block), which is most of a layer's
+    work saved and the same numbers; steps with per-token tasks get the whole layer."""
+
+    def __init__(self, encoder: HfRoFormerVllmEncoder, pooler: Pooler):
+        super().__init__()
+        self.pooler = pooler
+        self.run_last_layer = encoder.last_layer  # a method, not a submodule: the encoder's weights stay its own
+
+    def get_supported_tasks(self):
+        """The tasks of the pooler behind the layer."""
+        return self.pooler.get_supported_tasks()
+
+    def get_pooling_updates(self, task):
+        """The pooling parameters the pooler behind the layer sets for `task`."""
+        return self.pooler.get_pooling_updates(task)
+
+    def replace_classifier(self, new_classifier) -> None:
+        """Give the pooler behind the layer another classifier (vLLM's LoRA does)."""
+        self.pooler.replace_classifier(new_classifier)
+
+    def forward(self, hidden_states: torch.Tensor, pooling_metadata: PoolingMetadata):
+        """Run the last layer on the states of the layers before it, then pool."""
+        return self.pooler(self.run_last_layer(hidden_states, pooling_metadata), pooling_metadata)
 
 
 # Checkpoint names to this module's: the bare model's names under `roformer.` as the heads' are, query/key/value
@@ -303,6 +419,7 @@ class HfRoFormerVllmModel(nn.Module):
     weights_mapper = None  # the checkpoint's names to this model's (a WeightsMapper)
     scores_pairs = False  # classifiers: their inputs may be pairs, whose second segment a UniLM mask treats apart
     generates = False  # the causal LM
+    layers_in_forward = None  # how many layers `forward` runs (None: all; the last one in the pooler: one fewer)
 
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
         super().__init__()
@@ -325,7 +442,12 @@ class HfRoFormerVllmModel(nn.Module):
         """The last hidden states of the step's tokens, which the pooler or the vocabulary head reads."""
         if inputs_embeds is not None:
             raise NotServedNatively("hf_roformer's native vLLM model takes token ids, not embeddings.")
-        return self.roformer(input_ids, positions, token_type_ids)
+        return self.roformer(input_ids, positions, token_type_ids, self.layers_in_forward)
+
+    def pool_after_last_layer(self, pooler: Pooler) -> Pooler:
+        """`pooler` behind the encoder's last layer (`LastLayerThenPool`), which `forward` then leaves out."""
+        self.layers_in_forward = self.config.num_hidden_layers - 1
+        return LastLayerThenPool(self.roformer, pooler)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         """Load a checkpoint of any hf_roformer head (its transformer and the parameters this model holds)."""
@@ -350,10 +472,11 @@ class HfRoFormerForEmbedding(HfRoFormerVllmPoolingModel):
         super().__init__(vllm_config=vllm_config, prefix=prefix)
         pooler_config = vllm_config.model_config.pooler_config
         embed = pooler_for_embed(pooler_config)
-        if hasattr(self.roformer, "pooler") and embed.head.projector is None:
-            if pooler_config.get_seq_pooling_type() == "CLS":
-                embed.head.projector = self.roformer.pooled
-        self.pooler = DispatchPooler({"embed": embed})
+        pools_first_tokens = pooler_config.get_seq_pooling_type() == "CLS"
+        if hasattr(self.roformer, "pooler") and embed.head.projector is None and pools_first_tokens:
+            embed.head.projector = self.roformer.pooled
+        pooler = DispatchPooler({"embed": embed})
+        self.pooler = self.pool_after_last_layer(pooler) if pools_first_tokens else pooler
 
 
 @default_pooling_type(seq_pooling_type="CLS")
@@ -373,9 +496,10 @@ class HfRoFormerForClassification(HfRoFormerVllmPoolingModel, SupportsCrossEncod
             self.activation = ACT2FN[config.hidden_act]
         self.classifier.out_proj = nn.Linear(config.hidden_size, config.num_labels)
         pooling = get_seq_pooling_method("CLS" if config.classifier_pooling == "cls" else "MEAN")
-        self.pooler = DispatchPooler.for_seq_cls(
+        pooler = DispatchPooler.for_seq_cls(
             vllm_config.model_config.pooler_config, pooling=pooling, classifier=self.logits
         )
+        self.pooler = self.pool_after_last_layer(pooler) if config.classifier_pooling == "cls" else pooler
 
     def logits(self, pooled: torch.Tensor) -> torch.Tensor:
         """Label logits of pooled states `(requests, hidden)`."""
