@@ -13,6 +13,7 @@ import pytest
 import torch
 from vllm_models import (
     FLOAT32_TOLERANCE,
+    HALF_PRECISION_BOUNDS,
     LONG_TEXT,
     TEXTS,
     TRAINED_LENGTH,
@@ -23,6 +24,7 @@ from vllm_models import (
     save,
     serving,
     tokenizer,
+    trained_on_pairs,
 )
 from vllm_servers import refusal, vllm_installed
 
@@ -152,6 +154,67 @@ def test_every_token_gets_its_label_probabilities_as_alone(token_classifier):
             logits = model(**tokenizer()(text, return_tensors="pt")).logits[0]
         assert probabilities.shape == logits.shape
         assert largest_difference(probabilities, logits.softmax(dim=-1)) <= FLOAT32_TOLERANCE
+
+
+# --- the heads in bfloat16 ---------------------------------------------------------------------------------------
+
+
+def classifier_in_bfloat16():
+    """A 3-label [CLS] classifier and `/classify`."""
+    model = hf_roformer.HfRoFormerForSequenceClassification(config(num_labels=3))
+    trained_on_pairs(model)
+    return model, "/classify", {}
+
+
+def sim_encoder_in_bfloat16():
+    """An encoder with RoFormer-Sim's linear pooler and `/v1/embeddings`."""
+    return hf_roformer.HfRoFormerModel(config(pooler_activation="linear")), "/v1/embeddings", {}
+
+
+def token_classifier_in_bfloat16():
+    """A 5-label token classifier and `/pooling` with `token_classify`."""
+    model = hf_roformer.HfRoFormerForTokenClassification(config(num_labels=5))
+    return model, "/pooling", {"task": "token_classify"}
+
+
+def served_values(answer: dict, path: str) -> list[torch.Tensor]:
+    """Each input's served numbers, in input order: probabilities, the embedding, or every token's probabilities."""
+    key = {"/classify": "probs", "/v1/embeddings": "embedding", "/pooling": "data"}[path]
+    return [torch.tensor(item[key]) for item in sorted(answer["data"], key=lambda item: item["index"])]
+
+
+def float32_values(model, text: str) -> torch.Tensor:
+    """What the float32 model alone gives for `text`: label or token-label probabilities, or the pooler's vector,
+    normalized as vLLM normalizes embeddings."""
+    with torch.no_grad():
+        outputs = model(**tokenizer()(text, return_tensors="pt"))
+    if isinstance(model, hf_roformer.HfRoFormerModel):
+        return torch.nn.functional.normalize(outputs.pooler_output[0], dim=-1)
+    return outputs.logits[0].softmax(dim=-1)
+
+
+@pytest.fixture(scope="module", params=[classifier_in_bfloat16, sim_encoder_in_bfloat16, token_classifier_in_bfloat16])
+def head_in_bfloat16(request, tmp_path_factory):
+    """A head whose last layers run in vLLM's head dtype (float32 for pooling models) on bfloat16 states: the [CLS]
+    classifier, RoFormer-Sim's pooler and the token classifier, each served natively in bfloat16."""
+    directory = tmp_path_factory.mktemp(request.param.__name__)
+    model, path, body = request.param()
+    save(model, directory / "model")
+    with serving(directory / "model", "--dtype", "bfloat16", directory=directory, native=True) as server:
+        yield model, server, path, body
+
+
+def test_each_head_served_in_bfloat16_is_within_the_stated_bound(head_in_bfloat16):
+    model, server, path, body = head_in_bfloat16
+    texts = [*TEXTS, LONG_TEXT[:60]]
+    served = served_values(server.answer(path, {"input": texts, **body}), path)
+    differences = []
+    for values, text in zip(served, texts, strict=True):
+        expected = float32_values(model, text)
+        assert values.shape == expected.shape
+        differences.append(largest_difference(values, expected))
+    print(f"{path} in bfloat16: largest difference to the float32 model {max(differences):.1e}")
+    assert max(differences) <= HALF_PRECISION_BOUNDS["bfloat16"]
 
 
 # --- a causal LM: /v1/completions -----------------------------------------------------------------------------------

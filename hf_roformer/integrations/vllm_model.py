@@ -309,7 +309,10 @@ class HfRoFormerVllmEncoder(nn.Module):
             self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size, bias=config.use_bias)
         self.encoder = HfRoFormerVllmEncoderLayers(config, vllm_config, f"{prefix}.encoder")
         if config.pooler_activation is not None:
-            self.pooler = nn.Linear(config.hidden_size, config.hidden_size)  # loaded from `pooler.dense`
+            # Loaded from `pooler.dense`; it runs as the embedding head's projector, on states vLLM casts to its head
+            # dtype (float32 for pooling models unless `head_dtype` says otherwise), as the heads' layers below.
+            head_dtype = vllm_config.model_config.head_dtype
+            self.pooler = nn.Linear(config.hidden_size, config.hidden_size, dtype=head_dtype)
         self.rotary_emb = HfRoFormerRotaryEmbedding(config)
 
     def forward(
@@ -490,11 +493,12 @@ class HfRoFormerForClassification(HfRoFormerVllmPoolingModel, SupportsCrossEncod
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
         super().__init__(vllm_config=vllm_config, prefix=prefix)
         config = self.config
+        head_dtype = vllm_config.model_config.head_dtype  # vLLM's poolers cast the pooled states to it first
         self.classifier = nn.Module()
         if config.classifier_pooling == "cls":
-            self.classifier.dense = nn.Linear(config.hidden_size, config.hidden_size)
+            self.classifier.dense = nn.Linear(config.hidden_size, config.hidden_size, dtype=head_dtype)
             self.activation = ACT2FN[config.hidden_act]
-        self.classifier.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier.out_proj = nn.Linear(config.hidden_size, config.num_labels, dtype=head_dtype)
         pooling = get_seq_pooling_method("CLS" if config.classifier_pooling == "cls" else "MEAN")
         pooler = DispatchPooler.for_seq_cls(
             vllm_config.model_config.pooler_config, pooling=pooling, classifier=self.logits
@@ -516,7 +520,8 @@ class HfRoFormerForTokenClassificationVllm(HfRoFormerVllmPoolingModel):
 
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
         super().__init__(vllm_config=vllm_config, prefix=prefix)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        head_dtype = vllm_config.model_config.head_dtype  # vLLM's token pooler casts the states to it first
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels, dtype=head_dtype)
         self.pooler = pooler_for_token_classify(vllm_config.model_config.pooler_config, classifier=self.classifier)
 
 
