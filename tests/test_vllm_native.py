@@ -184,13 +184,12 @@ def served_values(answer: dict, path: str) -> list[torch.Tensor]:
 
 
 def float32_values(model, text: str) -> torch.Tensor:
-    """What the float32 model alone gives for `text`: label or token-label probabilities, or the pooler's vector,
-    normalized as vLLM normalizes embeddings."""
-    with torch.no_grad():
-        outputs = model(**tokenizer()(text, return_tensors="pt"))
+    """What the float32 model alone gives for `text`: the pooler's vector normalized (`pooled_alone`), or label or
+    token-label probabilities."""
     if isinstance(model, hf_roformer.HfRoFormerModel):
-        return torch.nn.functional.normalize(outputs.pooler_output[0], dim=-1)
-    return outputs.logits[0].softmax(dim=-1)
+        return pooled_alone(model, [text])[0]
+    with torch.no_grad():
+        return model(**tokenizer()(text, return_tensors="pt")).logits[0].softmax(dim=-1)
 
 
 @pytest.fixture(scope="module", params=[classifier_in_bfloat16, sim_encoder_in_bfloat16, token_classifier_in_bfloat16])
