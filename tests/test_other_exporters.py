@@ -1,9 +1,9 @@
 """Exporters nobody here wrote, used as their users use them, on hf_roformer models: transformers' own exporters
-(`transformers.exporters`, experimental since 5.24: ONNX and `torch.export` programs through `AutoHfExporter`, saved
-and loaded again), and TorchScript's tracer with its sanity check, the route `openvino.convert_model(model,
-example_input=...)` takes (the tracer runs the forward twice, once without gradients: the graph must not depend on
-that). Each export computes what the eager model does, also at shapes it was not exported at and past the trained
-length."""
+(`transformers.exporters`, experimental since 5.24: ONNX, `torch.export`, OpenVINO and ExecuTorch programs through
+`AutoHfExporter`, saved and loaded again), and TorchScript's tracer with its sanity check, the route
+`openvino.convert_model(model, example_input=...)` takes (the tracer runs the forward twice, once without gradients:
+the graph must not depend on that). Each export computes what the eager model does, also at shapes it was not
+exported at and past the trained length."""
 
 import pytest
 import torch
@@ -49,17 +49,17 @@ def first_output(outputs) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("head", ["encoder", "sequence_classification"])
-@pytest.mark.parametrize("export_format", ["onnx", "dynamo", "openvino"])
+@pytest.mark.parametrize("export_format", ["onnx", "dynamo", "openvino", "executorch"])
 def test_transformers_exporters_export_what_the_model_computes(head, export_format, tmp_path):
     exporters = pytest.importorskip("transformers.exporters", reason="transformers' exporters arrived in 5.24")
     if export_format == "onnx":
         pytest.importorskip("onnxruntime")
         pytest.importorskip("onnxscript")
-    if export_format == "openvino":
-        pytest.importorskip("openvino")
+    if export_format in ("openvino", "executorch"):
+        pytest.importorskip(export_format)
     model = build(HEADS[head])
     configs = {"onnx": exporters.OnnxConfig, "dynamo": exporters.DynamoConfig, "openvino": exporters.OpenVINOConfig}
-    config = configs[export_format](dynamic=True)
+    config = configs[export_format](dynamic=True) if export_format in configs else executorch_config(exporters)
     exported = exporters.AutoHfExporter.from_config(config).export(model, inputs(2, 12), config)
     exported.save_pretrained(tmp_path)
     # OpenVINO runs in its default precision, bfloat16 on CPUs with bfloat16 units: compared in float32.
@@ -73,6 +73,15 @@ def test_transformers_exporters_export_what_the_model_computes(head, export_form
             expected = first_output(model(**batch))
             for program in (exported, reloaded):
                 torch.testing.assert_close(first_output(program(**batch)), expected, atol=1e-5, rtol=1e-5)
+
+
+def executorch_config(exporters):
+    """transformers' ExecuTorch exporter (XNNPACK, CPU) with the batch and length bounded: its memory planner sizes
+    every buffer from the bounds, and without them transformers caps each dynamic axis near the example's size (64
+    here), which would refuse the test's 80 tokens."""
+    batch, length = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("length", min=2, max=128)
+    axes = {0: batch, 1: length}
+    return exporters.ExecutorchConfig(dynamic=True, dynamic_shapes={"input_ids": axes, "attention_mask": axes})
 
 
 @pytest.mark.parametrize("head", ["encoder", "sequence_classification"])

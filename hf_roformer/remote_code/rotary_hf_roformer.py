@@ -361,9 +361,13 @@ def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) ->
 
 def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Eq. 34 in real arithmetic, for recorded graphs: compilers fuse it into one kernel (they generate no code for
-    complex math) and ONNX has no complex type (`aten::complex` does not export)."""
-    even, odd = x.float().unflatten(-1, (-1, 2)).unbind(-1)
-    rotated = torch.stack((even * cos - odd * sin, odd * cos + even * sin), dim=-1)
+    complex math) and ONNX has no complex type (`aten::complex` does not export). The pairs keep their axis (slices
+    and a concatenation, no unbind or stack): ExecuTorch's XNNPACK backend runs an unsqueeze or squeeze as a reshape,
+    which cannot size two dynamic axes (batch and length) at run time."""
+    pairs = x.float().unflatten(-1, (-1, 2))
+    even, odd = pairs[..., :1], pairs[..., 1:]
+    cos, sin = cos.unflatten(-1, (-1, 1)), sin.unflatten(-1, (-1, 1))
+    rotated = torch.cat((even * cos - odd * sin, odd * cos + even * sin), dim=-1)
     return rotated.flatten(-2).to(x.dtype)
 
 
