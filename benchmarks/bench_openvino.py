@@ -9,9 +9,9 @@ one run: base size (768 hidden, 12 layers, 12 heads), random weights, 2 threads.
 Rows: transformers' `BertModel` and hf_roformer, each converted by OpenVINO as its users convert a PyTorch model
 (`openvino.convert_model(model, example_input=...)`, which traces with TorchScript) and compiled for the CPU in its
 default precision (bfloat16 where the CPU has bfloat16 units, float32 elsewhere) and in float32; both in PyTorch,
-bfloat16 (`model.to(torch.bfloat16)`, eager: on a CPU with AMX, BERT's PyTorch route is as fast as its OpenVINO one);
-and hf_roformer in PyTorch float32. Every row first checks its outputs against the
-PyTorch model in float32 (the largest difference is in the table). The rounds are interleaved (each round runs every
+bfloat16 (`model.to(torch.bfloat16)`, eager: on a CPU with AMX, BERT's PyTorch route has been its fastest in some
+runs); and hf_roformer in PyTorch float32. Every row first checks its outputs against the PyTorch model in float32
+(the largest difference is in the table). The rounds are interleaved (each round runs every
 row once) and each row keeps its best round; the load average is recorded before and after.
 With `--int8`, the rows are both models quantized by NNCF (`nncf.quantize`, transformer preset, calibrated on the
 timed batch) as the preset quantizes them and with attention's inputs left unquantized (every linear layer int8,
