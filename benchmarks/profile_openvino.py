@@ -14,7 +14,6 @@ dropout 0, 2 threads. Needs openvino (`--int8`: and nncf).
 
 import argparse
 import collections
-import os
 import sys
 import time
 from pathlib import Path
@@ -99,5 +98,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     main()
